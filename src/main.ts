@@ -1,0 +1,2 @@
+// Entry point: wired up in src/main.ts once the layers exist.
+export {};
