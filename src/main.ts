@@ -1,2 +1,161 @@
-// Entry point: wired up in src/main.ts once the layers exist.
-export {};
+// Entry point of bin/etcd: parse etcd's command line, start the member, serve clients.
+import http from 'node:http';
+import { parseConfig } from './config';
+import type { Config } from './config/types';
+import { createLogger, type Logger } from './log';
+import { EtcdServer, type ServerConfig } from './server/server';
+import { createGrpcServer } from './api/grpc_server';
+import { createHttpHandler } from './api/http';
+import { listenClientUrls, type ClientListeners } from './api/listener';
+import { idToHex } from './membership/ids';
+
+/** The storage format/cluster version we report alongside the emulated server version. */
+function clusterVersionOf(version: string): string {
+  const [maj, min] = version.split('.');
+  return `${maj}.${min}.0`;
+}
+
+function serverConfig(c: Config): ServerConfig {
+  const initialCluster = new Map<string, string[]>();
+  for (const [name, urls] of c.initialCluster) initialCluster.set(name, urls.map((u) => u.text));
+  return {
+    name: c.name,
+    dataDir: c.dataDir,
+    initialAdvertisePeerUrls: c.initialAdvertisePeerUrls.map((u) => u.text),
+    advertiseClientUrls: c.advertiseClientUrls.map((u) => u.text),
+    initialCluster,
+    initialClusterState: c.initialClusterState,
+    initialClusterToken: c.initialClusterToken,
+    maxRequestBytes: c.maxRequestBytes,
+    maxTxnOps: c.maxTxnOps,
+    quotaBackendBytes: Number.isFinite(c.quotaBackendBytes) ? c.quotaBackendBytes : 0,
+    snapshotCount: c.snapshotCount,
+    heartbeatIntervalMs: c.heartbeatIntervalMs,
+    electionTimeoutMs: c.electionTimeoutMs,
+    watchProgressNotifyIntervalMs: c.watchProgressNotifyIntervalMs,
+    version: c.emulatedEtcdVersion,
+    clusterVersion: clusterVersionOf(c.emulatedEtcdVersion),
+  };
+}
+
+async function listenPlainHttp(urls: string[], handler: http.RequestListener, log: Logger, what: string): Promise<http.Server[]> {
+  const servers: http.Server[] = [];
+  for (const raw of urls) {
+    const u = new URL(raw);
+    if (u.protocol !== 'http:') throw new Error(`${what} URL ${raw}: only http:// is supported yet`);
+    const s = http.createServer(handler);
+    await new Promise<void>((resolve, reject) => {
+      s.once('error', reject);
+      s.listen(Number(u.port), u.hostname.replace(/^\[|\]$/g, ''), () => resolve());
+    });
+    log.info(`serving ${what}`, { address: raw });
+    servers.push(s);
+  }
+  return servers;
+}
+
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const parsed = parseConfig(argv, env);
+  if (parsed.kind === 'help') {
+    process.stderr.write(parsed.usage);
+    process.stdout.write(parsed.text);
+    return 0;
+  }
+  if (parsed.kind === 'version') {
+    process.stdout.write(parsed.text);
+    return 0;
+  }
+  if (parsed.kind === 'error') {
+    const log = createLogger({});
+    for (const n of parsed.notices) log[n.level === 'debug' ? 'debug' : n.level === 'warn' ? 'warn' : n.level === 'info' ? 'info' : 'error'](n.msg, n.fields);
+    if (parsed.stderrText) process.stderr.write(parsed.stderrText);
+    return parsed.exitCode;
+  }
+  const c = parsed.config;
+  const log = createLogger({ level: c.logLevel, outputs: c.logOutputs, format: c.logFormat });
+  for (const n of parsed.notices) log[n.level === 'debug' ? 'debug' : n.level === 'warn' ? 'warn' : n.level === 'info' ? 'info' : 'error'](n.msg, n.fields);
+  for (const f of c.acceptedButIgnored) log.info('flag accepted but not acted on', { flag: f });
+  if (c.initialClusterError) {
+    log.error('discovery failed', { error: `error setting up initial cluster: ${c.initialClusterError}` });
+    return 1;
+  }
+  log.info('starting an etcd server', {
+    'etcd-version': c.emulatedEtcdVersion,
+    'node-version': process.version,
+    'data-dir': c.dataDir,
+    name: c.name,
+    'listen-client-urls': c.listenClientUrls.map((u) => u.text),
+    'advertise-client-urls': c.advertiseClientUrls.map((u) => u.text),
+    'initial-cluster': c.initialClusterText,
+  });
+
+  let server: EtcdServer;
+  try {
+    server = await EtcdServer.start(serverConfig(c), log);
+  } catch (e) {
+    log.error('failed to start etcd server', { error: (e as Error).message });
+    return 1;
+  }
+
+  const grpc = createGrpcServer(server, log, {
+    keepaliveIntervalMs: c.grpcKeepAliveIntervalMs,
+    keepaliveTimeoutMs: c.grpcKeepAliveTimeoutMs,
+    maxConcurrentStreams: c.maxConcurrentStreams > 0 && c.maxConcurrentStreams < 2 ** 31 ? c.maxConcurrentStreams : undefined,
+  });
+  const httpHandler = createHttpHandler(server, log, { checkTimeoutMs: server.requestTimeoutMs });
+
+  let clients: ClientListeners;
+  let others: http.Server[] = [];
+  try {
+    clients = await listenClientUrls(c.listenClientUrls.map((u) => u.text), grpc.grpcServer, httpHandler, log);
+    others = others.concat(await listenPlainHttp(c.listenMetricsUrls.map((u) => u.text), httpHandler, log, 'metrics'));
+    // Peers have nothing to say to a lone member yet; etcd still owns the port.
+    others = others.concat(await listenPlainHttp(c.listenPeerUrls.map((u) => u.text), httpHandler, log, 'peer traffic'));
+  } catch (e) {
+    log.error('failed to listen', { error: (e as Error).message });
+    await server.stop();
+    return 1;
+  }
+
+  try {
+    await server.waitReady(60_000);
+  } catch (e) {
+    log.error('member did not become ready', { error: (e as Error).message });
+  }
+  grpc.setServing(true);
+  log.info('ready to serve client requests', {});
+  log.info('member is ready', { 'local-member-id': idToHex(server.memberId), 'cluster-id': idToHex(server.clusterId) });
+
+  return new Promise<number>((resolve) => {
+    let closing = false;
+    const shutdown = (signal: string): void => {
+      if (closing) return;
+      closing = true;
+      log.info('received signal; shutting down', { signal });
+      const done = async (): Promise<void> => {
+        grpc.setServing(false);
+        await Promise.race([clients.close(), new Promise((r) => setTimeout(r, 2000))]);
+        for (const s of others) s.close();
+        grpc.grpcServer.forceShutdown();
+        await server.stop();
+        log.info('stopped etcd server');
+      };
+      done().then(() => resolve(0), (e) => {
+        log.error('error during shutdown', { error: String(e) });
+        resolve(1);
+      });
+    };
+    process.once('SIGINT', () => shutdown('SIGINT'));
+    process.once('SIGTERM', () => shutdown('SIGTERM'));
+  });
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2), process.env).then(
+    (code) => process.exit(code),
+    (e) => {
+      process.stderr.write(`${(e as Error).stack ?? String(e)}\n`);
+      process.exit(1);
+    },
+  );
+}

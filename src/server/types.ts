@@ -55,6 +55,13 @@ export interface EtcdServerApi {
   health(opts: { serializable: boolean; exclude: string[] }): Promise<{ ok: boolean; reason: string }>;
   versions(): { etcdserver: string; etcdcluster: string };
 
+  /**
+   * A response header (cluster_id, member_id, raft_term filled) at `revision`, or at the
+   * store's current revision when omitted. For responses the API layer builds itself
+   * (watch responses, keepalive answers for unknown leases, rejected watch creates).
+   */
+  header(revision?: number): pb.ResponseHeader;
+
   /** Limits the adapters enforce before a request reaches the server. */
   readonly limits: { maxRequestBytes: number; maxTxnOps: number };
 }

@@ -40,10 +40,11 @@ export interface WatchStreamEvent {
  */
 export interface WatchStream {
   /**
-   * Create a watcher. Returns the watch ID, or throws EtcdError-like {code,message}
-   * when the ID is in use ("mvcc: watch id already exists" cancel response semantics are
-   * decided by the adapter). The `created` response is emitted through the sink before
-   * any event of this watcher.
+   * Create a watcher. The `created` response is emitted through the sink before any event of
+   * this watcher. (Hub note: refused requests -- duplicate client-chosen ID, key >= range_end,
+   * negative start_revision -- do not throw: the hub emits etcd's own answer, a response with
+   * watch_id -1, created and canceled set and etcd's cancel_reason (WatchCancelReason).
+   * WatchHub's implementation returns the watch ID, or -1 when refused.)
    */
   create(params: WatchCreateParams): void;
   /** Cancel a watcher; emits a canceled response. False when the ID is unknown. */
@@ -57,3 +58,43 @@ export interface WatchStream {
 }
 
 export type WatchSink = (event: WatchStreamEvent) => boolean;
+
+// ---- Added by the watch hub (src/watch/watch-hub.ts) ----------------------------------------
+
+/** WatchCreateRequest.watch_id 0: the hub picks the ID (etcd's AutoWatchID). */
+export const AUTO_WATCH_ID = 0;
+/** The watch_id of responses not tied to one watcher (etcd's clientv3.InvalidWatchID). */
+export const INVALID_WATCH_ID = -1;
+
+/** cancel_reason texts etcd puts in a created+canceled response (watch_id -1). */
+export const WatchCancelReason = {
+  /** A client-chosen ID already in use on this stream (etcd's mvcc.ErrWatcherDuplicateID). */
+  DuplicateId: 'mvcc: duplicate watch ID provided on the WatchStream',
+  /** key >= range_end (etcd's mvcc.ErrEmptyWatcherRange). */
+  EmptyRange: 'mvcc: watcher range is empty',
+  /** start_revision < 0 (etcd 3.6 answers with rpctypes.ErrCompacted's text). */
+  NegativeRevision: 'etcdserver: mvcc: required revision has been compacted',
+} as const;
+
+/**
+ * What the watch hub needs from the MVCC store (the store implements it).
+ * Revisions are the store's main revisions.
+ */
+export interface WatchableStore {
+  currentRevision(): number;
+  compactRevision(): number;
+  /**
+   * Events with fromRev <= revision <= toRev in revision order (within a revision, in the
+   * order the write produced them), at most about maxEvents but never splitting a revision.
+   * `nextRev` is the first revision not returned (toRev + 1 when everything was returned).
+   * DELETE events carry kv = { key, modRevision: deleting revision } as in MvccEvent.
+   * prevKv is filled only when withPrevKv. Throws etcdError('Compacted') when fromRev's
+   * history has been compacted away.
+   */
+  eventsInRange(
+    fromRev: number,
+    toRev: number,
+    maxEvents: number,
+    withPrevKv: boolean,
+  ): { events: MvccEvent[]; nextRev: number };
+}

@@ -1,0 +1,21 @@
+// etcdserverpb.Cluster: member URL checks as etcd's v3rpc member server, then the server.
+import * as grpc from '@grpc/grpc-js';
+import type * as pb from '../pb/types';
+import { etcdError } from '../errors';
+import type { EtcdServerApi } from '../server/types';
+import { unary } from './unary';
+import { validPeerUrls } from './urls';
+
+export function clusterService(server: EtcdServerApi): grpc.UntypedServiceImplementation {
+  return {
+    MemberAdd: unary<pb.MemberAddRequest, pb.MemberAddResponse>(async (req) => {
+      if (!validPeerUrls(req.peerURLs ?? [])) throw etcdError('MemberBadURLs');
+      return server.memberAdd(req);
+    }),
+    MemberRemove: unary<pb.MemberRemoveRequest, pb.MemberRemoveResponse>(async (req) => server.memberRemove(req)),
+    // etcd's v3rpc layer does not parse MemberUpdate's URLs; neither do we.
+    MemberUpdate: unary<pb.MemberUpdateRequest, pb.MemberUpdateResponse>(async (req) => server.memberUpdate(req)),
+    MemberList: unary<pb.MemberListRequest, pb.MemberListResponse>(async (req) => server.memberList(req)),
+    MemberPromote: unary<pb.MemberPromoteRequest, pb.MemberPromoteResponse>(async (req) => server.memberPromote(req)),
+  };
+}

@@ -1,0 +1,79 @@
+// Builds the grpc-js server with every etcd service, configured as etcd configures its own
+// (etcdserver/api/v3rpc/grpc.go, embed/etcd.go).
+import * as grpc from '@grpc/grpc-js';
+import { serviceDefinition } from '../pb/load';
+import type { EtcdServerApi } from '../server/types';
+import { authService } from './auth';
+import { clusterService } from './cluster';
+import { healthService } from './health';
+import { kvService } from './kv';
+import { leaseService } from './lease';
+import { maintenanceService } from './maintenance';
+import type { ApiLogger } from './types';
+import { withWireSizes } from './unary';
+import { createElectionService } from './v3election';
+import { createLockService } from './v3lock';
+import { watchService, GRPC_OVERHEAD_BYTES } from './watch';
+
+/** etcd's maxSendBytes (math.MaxInt32). */
+export const MAX_SEND_BYTES = 2 ** 31 - 1;
+/** etcd's --grpc-keepalive-interval and --grpc-keepalive-timeout defaults. */
+export const DEFAULT_KEEPALIVE_INTERVAL_MS = 2 * 60 * 60 * 1000;
+export const DEFAULT_KEEPALIVE_TIMEOUT_MS = 20 * 1000;
+
+export interface GrpcServerOptions {
+  keepaliveIntervalMs?: number;
+  keepaliveTimeoutMs?: number;
+  /** etcd's --max-concurrent-streams; unset leaves grpc-js's default (no limit). */
+  maxConcurrentStreams?: number;
+}
+
+export interface EtcdGrpcServer {
+  grpcServer: grpc.Server;
+  /** Health service status for the empty service name ("" = all of etcd). */
+  setServing(serving: boolean): void;
+  /** Full names of the registered services. */
+  services: string[];
+}
+
+export function grpcServerOptions(maxRequestBytes: number, opts: GrpcServerOptions = {}): grpc.ServerOptions {
+  const o: grpc.ServerOptions = {
+    // Bigger than the request limit so oversized requests reach our check and get etcd's
+    // "request is too large" instead of a transport error.
+    'grpc.max_receive_message_length': maxRequestBytes + GRPC_OVERHEAD_BYTES,
+    'grpc.max_send_message_length': MAX_SEND_BYTES,
+    'grpc.keepalive_time_ms': opts.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_INTERVAL_MS,
+    'grpc.keepalive_timeout_ms': opts.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS,
+  };
+  if (opts.maxConcurrentStreams !== undefined) o['grpc.max_concurrent_streams'] = opts.maxConcurrentStreams;
+  return o;
+}
+
+/** A grpc-js Server with etcd's services registered (not yet listening: see listener.ts). */
+export function createGrpcServer(server: EtcdServerApi, log: ApiLogger, opts: GrpcServerOptions = {}): EtcdGrpcServer {
+  const grpcServer = new grpc.Server(grpcServerOptions(server.limits.maxRequestBytes, opts));
+  let serving = true;
+  const services: string[] = [];
+  const add = (name: string, impl: grpc.UntypedServiceImplementation, sized = false): void => {
+    const def = serviceDefinition(name);
+    grpcServer.addService(sized ? withWireSizes(def) : def, impl);
+    services.push(name);
+  };
+
+  add('etcdserverpb.KV', kvService(server), true);
+  add('etcdserverpb.Watch', watchService(server, log));
+  add('etcdserverpb.Lease', leaseService(server, log), true);
+  add('etcdserverpb.Cluster', clusterService(server));
+  add('etcdserverpb.Maintenance', maintenanceService(server, log));
+  add('etcdserverpb.Auth', authService(server));
+  add('grpc.health.v1.Health', healthService(() => serving));
+  add('v3lockpb.Lock', createLockService(server));
+  add('v3electionpb.Election', createElectionService(server));
+  return {
+    grpcServer,
+    setServing: (s) => {
+      serving = s;
+    },
+    services,
+  };
+}

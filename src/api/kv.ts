@@ -1,0 +1,42 @@
+// etcdserverpb.KV: validation as etcd's v3rpc layer, then the server.
+import * as grpc from '@grpc/grpc-js';
+import type * as pb from '../pb/types';
+import type { EtcdServerApi } from '../server/types';
+import {
+  checkDeleteRequest,
+  checkIntervals,
+  checkPutRequest,
+  checkRangeRequest,
+  checkRequestSize,
+  checkTxnRequest,
+} from './validate';
+import { unary, wireSizeOf } from './unary';
+
+export function kvService(server: EtcdServerApi): grpc.UntypedServiceImplementation {
+  const maxBytes = (): number => server.limits.maxRequestBytes;
+  return {
+    Range: unary<pb.RangeRequest, pb.RangeResponse>(async (req) => {
+      checkRangeRequest(req);
+      return server.range(req);
+    }),
+    Put: unary<pb.PutRequest, pb.PutResponse>(async (req) => {
+      checkPutRequest(req);
+      checkRequestSize(wireSizeOf(req), maxBytes());
+      return server.put(req);
+    }),
+    DeleteRange: unary<pb.DeleteRangeRequest, pb.DeleteRangeResponse>(async (req) => {
+      checkDeleteRequest(req);
+      checkRequestSize(wireSizeOf(req), maxBytes());
+      return server.deleteRange(req);
+    }),
+    Txn: unary<pb.TxnRequest, pb.TxnResponse>(async (req) => {
+      checkTxnRequest(req, server.limits.maxTxnOps);
+      // After the op-count check, so a huge txn cannot make this quadratic walk expensive.
+      checkIntervals(req.success ?? []);
+      checkIntervals(req.failure ?? []);
+      checkRequestSize(wireSizeOf(req), maxBytes());
+      return server.txn(req);
+    }),
+    Compact: unary<pb.CompactionRequest, pb.CompactionResponse>(async (req) => server.compact(req)),
+  };
+}

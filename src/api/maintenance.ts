@@ -1,0 +1,75 @@
+// etcdserverpb.Maintenance, including the snapshot stream.
+import * as grpc from '@grpc/grpc-js';
+import type * as pb from '../pb/types';
+import type { EtcdServerApi } from '../server/types';
+import { toGrpcError } from './errors';
+import type { ApiLogger } from './types';
+import { unary, unimplemented } from './unary';
+
+export function maintenanceService(server: EtcdServerApi, log: ApiLogger): grpc.UntypedServiceImplementation {
+  return {
+    Alarm: unary<pb.AlarmRequest, pb.AlarmResponse>(async (req) => server.alarm(req)),
+    Status: unary<pb.StatusRequest, pb.StatusResponse>(async (req) => server.status(req)),
+    Defragment: unary<pb.DefragmentRequest, pb.DefragmentResponse>(async (req) => server.defragment(req)),
+    Hash: unary<pb.HashRequest, pb.HashResponse>(async (req) => server.hash(req)),
+    HashKV: unary<pb.HashKVRequest, pb.HashKVResponse>(async (req) => server.hashKV(req)),
+    MoveLeader: unary<pb.MoveLeaderRequest, pb.MoveLeaderResponse>(async (req) => server.moveLeader(req)),
+    Downgrade: unimplemented<pb.DowngradeRequest, pb.DowngradeResponse>('Downgrade'),
+    Snapshot: (call: grpc.ServerWritableStream<pb.SnapshotRequest, pb.SnapshotResponse>) => {
+      void streamSnapshot(server, log, call);
+    },
+  };
+}
+
+/** Streams the server's chunks, waiting for 'drain' so at most one chunk sits buffered. */
+async function streamSnapshot(
+  server: EtcdServerApi,
+  log: ApiLogger,
+  call: grpc.ServerWritableStream<pb.SnapshotRequest, pb.SnapshotResponse>,
+): Promise<void> {
+  let gone = false;
+  const onGone = (): void => {
+    gone = true;
+  };
+  call.on('cancelled', onGone);
+  call.on('close', onGone);
+  const it = server.snapshot()[Symbol.asyncIterator]();
+  let sentBytes = 0;
+  try {
+    log.info('sending database snapshot to client');
+    for (;;) {
+      const next = await it.next();
+      if (next.done) break;
+      if (gone) break;
+      sentBytes += next.value.blob?.length ?? 0;
+      if (!call.write(next.value)) {
+        await new Promise<void>((resolve) => {
+          const done = (): void => {
+            call.off('drain', done);
+            call.off('cancelled', done);
+            call.off('close', done);
+            resolve();
+          };
+          call.on('drain', done);
+          call.on('cancelled', done);
+          call.on('close', done);
+        });
+      }
+    }
+    if (gone) {
+      log.warn('snapshot client went away', { 'sent-bytes': sentBytes });
+      await it.return?.();
+      return;
+    }
+    log.info('successfully sent database snapshot to client', { 'total-bytes': sentBytes });
+    call.end();
+  } catch (e) {
+    log.warn('failed to send database snapshot', { error: e instanceof Error ? e.message : String(e) });
+    try {
+      await it.return?.();
+    } catch {
+      // Already failing; the client gets the first error.
+    }
+    if (!gone) call.emit('error', toGrpcError(e));
+  }
+}

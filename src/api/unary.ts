@@ -1,0 +1,62 @@
+// Glue between grpc-js handler signatures and the promise-returning adapters.
+import * as grpc from '@grpc/grpc-js';
+import { toGrpcError } from './errors';
+import type { ApiLogger } from './types';
+
+/** A unary handler from an async function; every throw becomes a gRPC status. */
+export function unary<Req, Res>(
+  fn: (req: Req, call: grpc.ServerUnaryCall<Req, Res>) => Promise<Res>,
+): grpc.handleUnaryCall<Req, Res> {
+  return (call, callback) => {
+    let p: Promise<Res>;
+    try {
+      p = fn(call.request, call);
+    } catch (e) {
+      callback(toGrpcError(e));
+      return;
+    }
+    p.then(
+      (res) => callback(null, res),
+      (e: unknown) => callback(toGrpcError(e)),
+    );
+  };
+}
+
+/** An Unimplemented answer for RPCs whose feature has not landed yet. */
+export function unimplemented<Req, Res>(name: string): grpc.handleUnaryCall<Req, Res> {
+  return (_call, callback) => {
+    callback({ code: grpc.status.UNIMPLEMENTED, details: `${name} is not implemented yet`, message: `${name} is not implemented yet` });
+  };
+}
+
+const wireSizes = new WeakMap<object, number>();
+
+/**
+ * A copy of a service definition whose request decoders remember each request's encoded
+ * size, so handlers can enforce max-request-bytes without encoding the message again.
+ */
+export function withWireSizes(def: grpc.ServiceDefinition): grpc.ServiceDefinition {
+  const out: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
+  for (const [name, m] of Object.entries(def as Record<string, grpc.MethodDefinition<unknown, unknown>>)) {
+    const decode = m.requestDeserialize;
+    out[name] = {
+      ...m,
+      requestDeserialize: (bytes: Buffer): unknown => {
+        const msg = decode(bytes);
+        if (msg !== null && typeof msg === 'object') wireSizes.set(msg, bytes.length);
+        return msg;
+      },
+    };
+  }
+  return out as grpc.ServiceDefinition;
+}
+
+/** The encoded size of a request decoded through withWireSizes, if known. */
+export function wireSizeOf(req: object): number | undefined {
+  return wireSizes.get(req);
+}
+
+export function logStreamError(log: ApiLogger, what: string, e: unknown): void {
+  const msg = e instanceof Error ? e.message : String(e);
+  log.debug(`${what} stream ended with an error`, { error: msg });
+}

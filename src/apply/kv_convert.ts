@@ -1,0 +1,53 @@
+// Conversions between the store's KeyValue (numbers, bigint) and the wire objects
+// (int64 as decimal strings).
+import type { KeyValue } from '../mvcc/types';
+import type * as pb from '../pb/types';
+
+export function toPbKv(kv: KeyValue): pb.KeyValue {
+  return {
+    key: kv.key,
+    createRevision: String(kv.createRevision),
+    modRevision: String(kv.modRevision),
+    version: String(kv.version),
+    value: kv.value,
+    lease: kv.lease.toString(),
+  };
+}
+
+/** A header carrying only the revision; the server fills the rest of the outermost one. */
+export function revHeader(rev: number): pb.ResponseHeader {
+  return { clusterId: '0', memberId: '0', revision: String(rev), raftTerm: '0' };
+}
+
+/**
+ * An int64 field as a JS number. Values beyond 2^53 are clamped: every revision or limit
+ * that large behaves like "far in the future" / "unlimited" anyway.
+ */
+export function int64ToNumber(v: string | number | null | undefined): number {
+  if (v === null || v === undefined || v === '') return 0;
+  if (typeof v === 'number') return Number.isFinite(v) ? Math.trunc(v) : 0;
+  let b: bigint;
+  try {
+    b = BigInt(v);
+  } catch {
+    return 0;
+  }
+  if (b > BigInt(Number.MAX_SAFE_INTEGER)) return Number.MAX_SAFE_INTEGER;
+  if (b < BigInt(Number.MIN_SAFE_INTEGER)) return Number.MIN_SAFE_INTEGER;
+  return Number(b);
+}
+
+export function int64ToBigInt(v: string | number | null | undefined): bigint {
+  if (v === null || v === undefined || v === '') return 0n;
+  try {
+    return BigInt.asIntN(64, BigInt(v));
+  } catch {
+    return 0n;
+  }
+}
+
+const EMPTY = Buffer.alloc(0);
+
+export function buf(b: Buffer | null | undefined): Buffer {
+  return b ?? EMPTY;
+}

@@ -1,0 +1,331 @@
+// The LMDB environment holding the applied state (etcd's member/snap/db).
+//
+// Writes happen in synchronous LMDB transactions (one per apply round). They are not durable
+// when batch() returns: the Raft WAL is the durability source, and the consistent index
+// written in the same transaction makes replaying the WAL after a crash idempotent.
+import assert from 'node:assert';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { open, type Database, type RootDatabase } from 'lmdb';
+import { Crc32c } from './crc32c';
+
+export type SubDb = Database<Buffer, Buffer>;
+
+const META_DB = 'meta';
+const CONSISTENT_INDEX_KEY = 'consistent_index';
+/** etcd sends the snapshot in chunks of this size (snapshotSendBufferSize). */
+export const SNAPSHOT_CHUNK_BYTES = 32 * 1024;
+const DEFAULT_MAP_SIZE_BYTES = 8 * 1024 * 1024 * 1024;
+/** Named sub-databases are few and fixed (meta, kv, lease, members, ...). */
+const MAX_SUB_DBS = 32;
+/** Callbacks queued for after the running batch commits: one per write txn, bounded. */
+const MAX_AFTER_COMMIT = 100_000;
+
+export interface BackendOptions {
+  mapSizeBytes?: number;
+}
+
+function openEnv(filePath: string, mapSizeBytes: number): RootDatabase<Buffer, Buffer> {
+  return open<Buffer, Buffer>({
+    path: filePath,
+    noSubdir: true,
+    maxDbs: MAX_SUB_DBS,
+    mapSize: mapSizeBytes,
+    keyEncoding: 'binary',
+    encoding: 'binary',
+    // Values are read once per request; lmdb-js's object cache would only duplicate them.
+    cache: false,
+  });
+}
+
+export class Backend {
+  private env: RootDatabase<Buffer, Buffer>;
+  private readonly dbs = new Map<string, SubDb>();
+  private readonly handles = new Map<string, SubDb>();
+  private readonly meta: SubDb;
+  private depth = 0;
+  private afterCommit: Array<() => void> = [];
+  private ci: number;
+  private closed = false;
+  private defragging: Promise<void> | null = null;
+  /** True only while an old environment finishes closing during defragment(). */
+  private swapping = false;
+
+  private constructor(
+    readonly filePath: string,
+    private readonly mapSizeBytes: number,
+  ) {
+    this.env = openEnv(filePath, mapSizeBytes);
+    this.meta = this.subDb(META_DB);
+    const raw = this.meta.getBinary(Buffer.from(CONSISTENT_INDEX_KEY));
+    this.ci = raw ? Number(Buffer.from(raw).readBigUInt64BE(0)) : 0;
+    assert(Number.isSafeInteger(this.ci));
+  }
+
+  /** Opens (creating if needed) the database file at `filePath`. */
+  static open(filePath: string, opts?: BackendOptions): Backend {
+    fs.mkdirSync(path.dirname(filePath), { recursive: true });
+    return new Backend(filePath, opts?.mapSizeBytes ?? DEFAULT_MAP_SIZE_BYTES);
+  }
+
+  /**
+   * A named sub-database (binary keys and values). The returned handle stays valid across
+   * defragment(), which swaps the underlying environment.
+   */
+  subDb(name: string): SubDb {
+    const existing = this.handles.get(name);
+    if (existing) return existing;
+    this.dbs.set(name, this.env.openDB<Buffer, Buffer>({ name, keyEncoding: 'binary', encoding: 'binary', cache: false }));
+    assert(this.dbs.size <= MAX_SUB_DBS, 'too many sub-databases');
+    const handle = new Proxy({} as SubDb, {
+      get: (_target, prop) => {
+        const db = this.dbs.get(name);
+        assert(db, `sub-database ${name} is not open`);
+        const v = (db as unknown as Record<string | symbol, unknown>)[prop];
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(db) : v;
+      },
+    });
+    this.handles.set(name, handle);
+    return handle;
+  }
+
+  /** Runs fn in one synchronous write transaction; a nested call joins the outer one. */
+  batch<T>(fn: () => T): T {
+    assert(!this.closed, 'backend is closed');
+    assert(!this.swapping, 'backend is swapping files after defragment');
+    if (this.depth > 0) {
+      this.depth++;
+      try {
+        return fn();
+      } finally {
+        this.depth--;
+      }
+    }
+    const ciBefore = this.ci;
+    this.depth = 1;
+    let result: T;
+    try {
+      result = this.env.transactionSync(fn);
+    } catch (e) {
+      // The transaction was aborted: forget what it would have done.
+      this.ci = ciBefore;
+      this.afterCommit = [];
+      throw e;
+    } finally {
+      this.depth = 0;
+    }
+    this.runAfterCommit();
+    return result;
+  }
+
+  /** True while a batch() transaction is running. */
+  inBatch(): boolean {
+    return this.depth > 0;
+  }
+
+  /** Queues fn to run after the running batch commits (e.g. notifying watchers). */
+  onCommit(fn: () => void): void {
+    assert(this.depth > 0, 'onCommit outside batch()');
+    assert(this.afterCommit.length < MAX_AFTER_COMMIT, 'too many after-commit callbacks in one batch');
+    this.afterCommit.push(fn);
+  }
+
+  private runAfterCommit(): void {
+    const fns = this.afterCommit;
+    this.afterCommit = [];
+    let first: unknown = null;
+    for (const fn of fns) {
+      try {
+        fn();
+      } catch (e) {
+        first ??= e;
+      }
+    }
+    if (first !== null) throw first;
+  }
+
+  consistentIndex(): number {
+    return this.ci;
+  }
+
+  setConsistentIndex(index: number): void {
+    assert(this.depth > 0, 'setConsistentIndex outside batch()');
+    assert(Number.isSafeInteger(index) && index >= 0);
+    assert(index >= this.ci, `consistent index going back: ${index} < ${this.ci}`);
+    const b = Buffer.alloc(8);
+    b.writeBigUInt64BE(BigInt(index));
+    this.meta.putSync(Buffer.from(CONSISTENT_INDEX_KEY), b);
+    this.ci = index;
+  }
+
+  metaGet(key: string): Buffer | undefined {
+    const v = this.meta.getBinary(Buffer.from(key));
+    return v ? Buffer.from(v) : undefined;
+  }
+
+  metaPut(key: string, value: Buffer): void {
+    assert(this.depth > 0, 'metaPut outside batch()');
+    this.meta.putSync(Buffer.from(key), value);
+  }
+
+  metaDelete(key: string): void {
+    assert(this.depth > 0, 'metaDelete outside batch()');
+    this.meta.removeSync(Buffer.from(key));
+  }
+
+  /** The database file's size (etcd's dbSize). */
+  sizeBytes(): number {
+    try {
+      return fs.statSync(this.filePath).size;
+    } catch {
+      return 0;
+    }
+  }
+
+  /** Pages in use times page size (etcd's dbSizeInUse): the size a defragmented file would have. */
+  sizeInUseBytes(): number {
+    const envStats = this.env.getStats() as LmdbStats;
+    let pages = 2 + pagesOf(envStats) + pagesOf(envStats.free);
+    for (const db of this.dbs.values()) pages += pagesOf(db.getStats() as LmdbStats);
+    return pages * envStats.pageSize;
+  }
+
+  /** Resolves when everything committed so far is on disk. */
+  async flushed(): Promise<void> {
+    await this.env.flushed;
+  }
+
+  /**
+   * crc32c over every sub-database (name, then each key and value), skipping the consistent
+   * index as etcd does: equal applied history gives equal hashes.
+   */
+  hash(): number {
+    const h = new Crc32c();
+    const names = [...this.dbs.keys()].sort();
+    const ciKey = Buffer.from(CONSISTENT_INDEX_KEY);
+    for (const name of names) {
+      const db = this.dbs.get(name);
+      assert(db);
+      h.update(Buffer.from(name));
+      for (const { key, value } of db.getRange({})) {
+        if (name === META_DB && ciKey.equals(key)) continue;
+        h.update(key);
+        h.update(value);
+      }
+    }
+    return h.digest();
+  }
+
+  /**
+   * A consistent copy of the database file in chunks of 32 KiB, followed by one chunk holding
+   * the sha256 of everything before it (what etcdctl snapshot save checks).
+   */
+  async *snapshotStream(): AsyncIterable<Buffer> {
+    const dir = fs.mkdtempSync(path.join(path.dirname(this.filePath), '.snap-'));
+    const copy = path.join(dir, 'db');
+    try {
+      // LMDB copies under one read transaction: a consistent point-in-time image.
+      await this.env.backup(copy, false);
+      const sha = createHash('sha256');
+      const fh = await fs.promises.open(copy, 'r');
+      try {
+        for (;;) {
+          const buf = Buffer.alloc(SNAPSHOT_CHUNK_BYTES);
+          const { bytesRead } = await fh.read(buf, 0, SNAPSHOT_CHUNK_BYTES, null);
+          if (bytesRead === 0) break;
+          const chunk = bytesRead === buf.length ? buf : buf.subarray(0, bytesRead);
+          sha.update(chunk);
+          yield chunk;
+        }
+      } finally {
+        await fh.close();
+      }
+      yield sha.digest();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  /**
+   * Rewrites the file compactly (etcd's Defragment). Sub-database handles stay valid. If
+   * writes keep arriving while the copy is made, gives up after a few tries (the file is
+   * then left as it was, which is still correct).
+   */
+  async defragment(): Promise<void> {
+    if (this.defragging) return this.defragging;
+    this.defragging = this.doDefragment().finally(() => {
+      this.defragging = null;
+    });
+    return this.defragging;
+  }
+
+  private async doDefragment(): Promise<void> {
+    const MAX_TRIES = 5;
+    for (let attempt = 0; attempt < MAX_TRIES; attempt++) {
+      await this.env.flushed;
+      const tmp = `${this.filePath}.defrag`;
+      fs.rmSync(tmp, { force: true });
+      fs.rmSync(`${tmp}-lock`, { force: true });
+      const txnBefore = (this.env.getStats() as LmdbStats).lastTxnId;
+      await this.env.backup(tmp, true);
+      if (this.closed) {
+        fs.rmSync(tmp, { force: true });
+        return;
+      }
+      if ((this.env.getStats() as LmdbStats).lastTxnId !== txnBefore || this.depth > 0) {
+        fs.rmSync(tmp, { force: true });
+        continue;
+      }
+      // Synchronous swap: no write can slip in between the check above and the switch.
+      // Two LMDB environments on one lock file in one process corrupt its reader table, so
+      // the old one must be closed before the new one opens.
+      const old = this.env;
+      const closing = old.close();
+      const closedNow = (old as unknown as { status?: string }).status === 'closed';
+      if (!closedNow) {
+        // lmdb-js still had deferred work: nothing may touch the backend until it is done.
+        this.swapping = true;
+        try {
+          await closing;
+        } finally {
+          this.swapping = false;
+        }
+      }
+      fs.renameSync(tmp, this.filePath);
+      this.env = openEnv(this.filePath, this.mapSizeBytes);
+      for (const name of this.dbs.keys()) {
+        this.dbs.set(name, this.env.openDB<Buffer, Buffer>({ name, keyEncoding: 'binary', encoding: 'binary', cache: false }));
+      }
+      await closing;
+      return;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    if (this.defragging) await this.defragging.catch(() => undefined);
+    this.closed = true;
+    // Closing right after transactionSync can hang lmdb-js; let the event loop turn first.
+    await new Promise((r) => setTimeout(r, 10));
+    await this.env.flushed;
+    await this.env.close();
+  }
+}
+
+interface LmdbTreeStats {
+  treeBranchPageCount: number;
+  treeLeafPageCount: number;
+  overflowPages: number;
+}
+interface LmdbStats extends LmdbTreeStats {
+  pageSize: number;
+  lastPageNumber: number;
+  lastTxnId: number;
+  free: LmdbTreeStats;
+}
+
+function pagesOf(s: LmdbTreeStats | undefined): number {
+  if (!s) return 0;
+  return (s.treeBranchPageCount ?? 0) + (s.treeLeafPageCount ?? 0) + (s.overflowPages ?? 0);
+}

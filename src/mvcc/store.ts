@@ -1,0 +1,427 @@
+// The revisioned key space (etcd's mvcc store): an in-memory ordered index of every key's
+// history plus revision-keyed KeyValue records in the backend's "key" sub-database.
+import assert from 'node:assert';
+import type { Backend, SubDb } from '../backend/backend';
+import { Crc32c } from '../backend/crc32c';
+import { etcdError } from '../errors';
+import { KeyIndex } from './key_index';
+import { decodeKeyValue, encodeKeyValue } from './kv_codec';
+import { bytesToRev, isTombstoneKey, revId, revToBytes, REV_BYTES } from './revision';
+import { TreeIndex, type RangeEnd } from './tree_index';
+import { EventType, type KeyValue, type MvccEvent } from './types';
+
+export interface RangeOptions {
+  /** Read at this revision; 0 or absent = current. */
+  rev?: number;
+  /** 0 or absent = no limit. */
+  limit?: number;
+  countOnly?: boolean;
+  keysOnly?: boolean;
+}
+
+export interface RangeResult {
+  kvs: KeyValue[];
+  /** Keys matching, ignoring limit. */
+  count: number;
+  /** The store's current revision (as seen by the reader). */
+  rev: number;
+}
+
+/** Anything ranges can be read from: the store, or a write txn (which sees its own writes). */
+export interface RangeReader {
+  range(key: Buffer, end: Buffer | null, opts?: RangeOptions): RangeResult;
+}
+
+export interface WriteTxn extends RangeReader {
+  put(key: Buffer, value: Buffer, lease: bigint): { prevKv: KeyValue | null };
+  /** prevKvs: the deleted keys' last values (always filled: callers detach their leases). */
+  deleteRange(key: Buffer, end: Buffer | null): { deleted: number; prevKvs: KeyValue[] };
+  /** The revision this txn writes at once it wrote (current + 1), else the current one. */
+  readonly rev: number;
+  /** Ends the txn; if it wrote, the store's revision advances by one and listeners get the events after the batch commits. */
+  end(): MvccEvent[];
+}
+
+export type EventsListener = (events: MvccEvent[], rev: number) => void;
+
+/** The sub-database name etcd gives its KV bucket (also hashed into HashKV). */
+export const KEY_DB = 'key';
+const KEY_DB_NAME_BYTES = Buffer.from(KEY_DB);
+const META_SCHEDULED_COMPACT = 'scheduledCompactRev';
+const META_FINISHED_COMPACT = 'finishedCompactRev';
+/** Records deleted per physical compaction step (etcd's compaction-batch-limit default). */
+const COMPACTION_BATCH_LIMIT = 1000;
+/** Pause between physical compaction steps so applies keep flowing (etcd's default). */
+const COMPACTION_SLEEP_MS = 10;
+const MAX_LISTENERS = 16;
+
+const EMPTY = Buffer.alloc(0);
+
+function revMetaBytes(rev: number): Buffer {
+  return revToBytes(rev, 0);
+}
+
+/**
+ * Normalizes etcd's range end: empty = the single key, "\0" = every key >= key,
+ * anything else = [key, end).
+ */
+export function toRangeEnd(end: Buffer | null): RangeEnd {
+  if (end === null || end.length === 0) return null;
+  if (end.length === 1 && end[0] === 0) return '';
+  return end.toString('latin1');
+}
+
+export class MvccStore {
+  private readonly kv: SubDb;
+  private readonly index = new TreeIndex();
+  private currentRev = 1;
+  /** -1 before the first compaction, as etcd. */
+  private compactMainRev = -1;
+  private readonly listeners: EventsListener[] = [];
+  private openTxn: StoreWriteTxn | null = null;
+  private compactChain: Promise<void> = Promise.resolve();
+  private closed = false;
+  private sleepTimer: NodeJS.Timeout | null = null;
+  private wakeSleeper: (() => void) | null = null;
+
+  constructor(private readonly backend: Backend) {
+    this.kv = backend.subDb(KEY_DB);
+    this.restore();
+  }
+
+  // ---- reads ----
+
+  currentRevision(): number {
+    return this.currentRev;
+  }
+
+  /** The last compaction's revision; 0 when there was none. */
+  compactRevision(): number {
+    return Math.max(0, this.compactMainRev);
+  }
+
+  keyCount(): number {
+    return this.index.keyCount();
+  }
+
+  range(key: Buffer, end: Buffer | null, opts?: RangeOptions): RangeResult {
+    return this.rangeAt(key, end, this.currentRev, opts);
+  }
+
+  /** Ranges as seen by a reader whose current revision is curRev (a write txn sees its own). */
+  rangeAt(key: Buffer, end: Buffer | null, curRev: number, opts?: RangeOptions): RangeResult {
+    let rev = opts?.rev ?? 0;
+    if (rev > curRev) throw etcdError('FutureRev');
+    if (rev <= 0) rev = curRev;
+    if (rev < this.compactMainRev) throw etcdError('Compacted');
+    const hits = this.index.range(key.toString('latin1'), toRangeEnd(end), rev);
+    const count = hits.length;
+    if (opts?.countOnly || count === 0) return { kvs: [], count, rev: curRev };
+    const limit = opts?.limit && opts.limit > 0 && opts.limit < count ? opts.limit : count;
+    const kvs: KeyValue[] = new Array(limit);
+    for (let i = 0; i < limit; i++) {
+      const kv = this.readRecord(hits[i].modMain, hits[i].modSub);
+      if (opts?.keysOnly) kv.value = EMPTY;
+      kvs[i] = kv;
+    }
+    return { kvs, count, rev: curRev };
+  }
+
+  private readRecord(main: number, sub: number): KeyValue {
+    const raw = this.kv.getBinary(revToBytes(main, sub));
+    assert(raw, `index points at missing record ${main}.${sub}`);
+    return decodeKeyValue(raw);
+  }
+
+  /**
+   * Events with fromRev <= modRevision <= toRev in revision order. Stops at a revision
+   * boundary once maxEvents is reached; nextRev is the first revision not returned.
+   */
+  eventsInRange(fromRev: number, toRev: number, maxEvents: number, withPrevKv: boolean): { events: MvccEvent[]; nextRev: number } {
+    assert(maxEvents > 0);
+    // etcd's watchers compare with "<": a watcher starting at the compact revision is served.
+    if (fromRev < this.compactMainRev) throw etcdError('Compacted');
+    if (fromRev < 1) fromRev = 1;
+    toRev = Math.min(toRev, this.currentRev);
+    const events: MvccEvent[] = [];
+    if (fromRev > toRev) return { events, nextRev: fromRev };
+    let lastMain = -1;
+    for (const { key, value } of this.kv.getRange({ start: revToBytes(fromRev, 0), end: revToBytes(toRev + 1, 0) })) {
+      const r = bytesToRev(key);
+      if (events.length >= maxEvents && r.main !== lastMain) return { events, nextRev: r.main };
+      lastMain = r.main;
+      const kv = decodeKeyValue(value);
+      let ev: MvccEvent;
+      if (isTombstoneKey(key)) {
+        ev = { type: EventType.DELETE, kv: { key: kv.key, createRevision: 0, modRevision: r.main, version: 0, value: EMPTY, lease: 0n }, prevKv: null };
+      } else {
+        ev = { type: EventType.PUT, kv, prevKv: null };
+      }
+      if (withPrevKv) ev.prevKv = this.prevKvAt(kv.key, r.main - 1);
+      events.push(ev);
+    }
+    return { events, nextRev: toRev + 1 };
+  }
+
+  /** The key's value at rev, or null when absent or compacted (as etcd's watch prev_kv). */
+  private prevKvAt(key: Buffer, rev: number): KeyValue | null {
+    if (rev < 1 || rev < this.compactMainRev) return null;
+    const g = this.index.get(key.toString('latin1'), rev);
+    return g ? this.readRecord(g.modMain, g.modSub) : null;
+  }
+
+  /** Every live key that has a lease (for the lessor to rebuild attachments at start-up). */
+  keysWithLease(): Array<{ key: Buffer; lease: bigint }> {
+    const out: Array<{ key: Buffer; lease: bigint }> = [];
+    this.index.forEachLive((ki) => {
+      const kv = this.readRecord(ki.modMain, ki.modSub);
+      if (kv.lease !== 0n) out.push({ key: kv.key, lease: kv.lease });
+    });
+    return out;
+  }
+
+  // ---- writes ----
+
+  /** Opens the write txn; call inside backend.batch(). One at a time. */
+  write(): WriteTxn {
+    assert(this.backend.inBatch(), 'MvccStore.write() outside backend.batch()');
+    assert(this.openTxn === null, 'a write txn is already open');
+    const txn = new StoreWriteTxn(this, this.currentRev);
+    this.openTxn = txn;
+    return txn;
+  }
+
+  onEvents(listener: EventsListener): void {
+    assert(this.listeners.length < MAX_LISTENERS, 'too many event listeners');
+    this.listeners.push(listener);
+  }
+
+  /** @internal used by StoreWriteTxn */
+  txnPut(rev: number, sub: number, key: Buffer, value: Buffer, lease: bigint): { kv: KeyValue; prevKv: KeyValue | null } {
+    const keyStr = key.toString('latin1');
+    const prev = this.index.get(keyStr, rev);
+    const prevKv = prev ? this.readRecord(prev.modMain, prev.modSub) : null;
+    const kv: KeyValue = {
+      key: Buffer.from(key),
+      createRevision: prev ? prev.createdMain : rev,
+      modRevision: rev,
+      version: prev ? prev.ver + 1 : 1,
+      value: Buffer.from(value),
+      lease,
+    };
+    this.kv.putSync(revToBytes(rev, sub), encodeKeyValue(kv));
+    this.index.put(keyStr, rev, sub);
+    return { kv, prevKv };
+  }
+
+  /** @internal used by StoreWriteTxn; deletes one existing key. */
+  txnDelete(rev: number, sub: number, keyStr: string, prevKv: KeyValue): KeyValue {
+    const key = prevKv.key;
+    const tomb: KeyValue = { key, createRevision: 0, modRevision: 0, version: 0, value: EMPTY, lease: 0n };
+    this.kv.putSync(revToBytes(rev, sub, true), encodeKeyValue(tomb));
+    const ok = this.index.tombstone(keyStr, rev, sub);
+    assert(ok, 'tombstone of a key that does not exist');
+    return { ...tomb, modRevision: rev };
+  }
+
+  /** @internal */
+  txnHits(key: Buffer, end: Buffer | null, atRev: number): Array<{ keyStr: string; kv: KeyValue }> {
+    return this.index.range(key.toString('latin1'), toRangeEnd(end), atRev).map((h) => ({ keyStr: h.key, kv: this.readRecord(h.modMain, h.modSub) }));
+  }
+
+  /** @internal */
+  txnEnd(txn: StoreWriteTxn, events: MvccEvent[]): void {
+    assert(this.openTxn === txn, 'ending a txn that is not open');
+    this.openTxn = null;
+    if (events.length === 0) return;
+    assert(txn.beginRev === this.currentRev);
+    this.currentRev++;
+    const rev = this.currentRev;
+    if (this.listeners.length > 0) {
+      this.backend.onCommit(() => {
+        for (const l of this.listeners) l(events, rev);
+      });
+    }
+  }
+
+  // ---- compaction ----
+
+  /**
+   * Compacts history before rev. The index forgets it at once; the records are deleted in
+   * bounded steps later (resumed after a restart); `done` resolves when they are gone.
+   */
+  compact(rev: number): { done: Promise<void> } {
+    assert(Number.isSafeInteger(rev));
+    if (rev <= this.compactMainRev) throw etcdError('Compacted');
+    if (rev > this.currentRev) throw etcdError('FutureRev');
+    // Persist the intent first so a restart finishes the physical deletion.
+    this.backend.batch(() => this.backend.metaPut(META_SCHEDULED_COMPACT, revMetaBytes(rev)));
+    return { done: this.scheduleCompaction(rev) };
+  }
+
+  private scheduleCompaction(rev: number): Promise<void> {
+    this.compactMainRev = rev;
+    const keep = this.index.compact(rev);
+    const done = this.compactChain.then(() => this.physicalCompact(rev, keep));
+    this.compactChain = done.catch(() => undefined);
+    return done;
+  }
+
+  private async physicalCompact(rev: number, keep: Set<string>): Promise<void> {
+    const end = revToBytes(rev + 1, 0);
+    let start = revToBytes(0, 0);
+    for (;;) {
+      if (this.closed) return;
+      const finished = this.backend.batch(() => {
+        const keys: Buffer[] = [];
+        for (const key of this.kv.getKeys({ start, end, limit: COMPACTION_BATCH_LIMIT })) keys.push(Buffer.from(key));
+        for (const key of keys) {
+          const r = bytesToRev(key);
+          if (!keep.has(revId(r.main, r.sub))) this.kv.removeSync(key);
+        }
+        if (keys.length < COMPACTION_BATCH_LIMIT) {
+          this.backend.metaPut(META_FINISHED_COMPACT, revMetaBytes(rev));
+          return true;
+        }
+        const last = bytesToRev(keys[keys.length - 1]);
+        start = revToBytes(last.main, last.sub + 1);
+        return false;
+      });
+      if (finished) return;
+      await this.sleep(COMPACTION_SLEEP_MS);
+    }
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      this.wakeSleeper = resolve;
+      this.sleepTimer = setTimeout(() => {
+        this.sleepTimer = null;
+        this.wakeSleeper = null;
+        resolve();
+      }, ms);
+    });
+  }
+
+  // ---- hashes ----
+
+  /** crc32c over every record of the backend (etcd's Hash), skipping the consistent index. */
+  hash(): number {
+    return this.backend.hash();
+  }
+
+  /** etcd's HashKV: crc32c of the KV records up to rev as a compaction at rev would keep them. */
+  hashKV(rev: number): { hash: number; compactRevision: number; hashRevision: number } {
+    const compactRev = this.compactMainRev;
+    if (rev > 0 && rev < compactRev) throw etcdError('Compacted');
+    if (rev > 0 && rev > this.currentRev) throw etcdError('FutureRev');
+    if (rev <= 0) rev = this.currentRev;
+    const keep = this.index.keep(rev);
+    const h = new Crc32c().update(KEY_DB_NAME_BYTES);
+    for (const { key, value } of this.kv.getRange({ start: revToBytes(0, 0), end: revToBytes(rev + 1, 0) })) {
+      const r = bytesToRev(key);
+      // Revisions a compaction at or before rev would drop are left out, so members that
+      // compacted physically at different moments agree.
+      if (r.main <= compactRev && keep.size > 0 && !keep.has(revId(r.main, r.sub))) continue;
+      if (r.main === compactRev && isTombstoneKey(key)) continue;
+      h.update(key);
+      h.update(value);
+    }
+    return { hash: h.digest(), compactRevision: compactRev, hashRevision: rev };
+  }
+
+  // ---- start-up ----
+
+  private restore(): void {
+    const finished = this.backend.metaGet(META_FINISHED_COMPACT);
+    if (finished) this.compactMainRev = bytesToRev(finished).main;
+    const scheduledRaw = this.backend.metaGet(META_SCHEDULED_COMPACT);
+    let scheduled = scheduledRaw ? bytesToRev(scheduledRaw).main : 0;
+
+    let lastMain = 1;
+    for (const { key, value } of this.kv.getRange({ start: revToBytes(0, 0) })) {
+      assert(key.length >= REV_BYTES);
+      const r = bytesToRev(key);
+      assert(r.main >= lastMain || lastMain === 1, 'records out of order');
+      lastMain = r.main;
+      const kv = decodeKeyValue(value);
+      const keyStr = kv.key.toString('latin1');
+      const ki = this.index.keyIndex(keyStr);
+      if (ki) {
+        if (isTombstoneKey(key)) ki.tombstone(r.main, r.sub);
+        else ki.put(r.main, r.sub);
+      } else if (!isTombstoneKey(key)) {
+        // The oldest surviving record of a key whose earlier history was compacted.
+        const fresh = new KeyIndex(keyStr);
+        fresh.restore(kv.createRevision, r.main, r.sub, kv.version);
+        this.index.insert(fresh);
+      }
+    }
+    this.index.recount();
+    this.currentRev = lastMain;
+    // Compaction may have removed every record up to the compact revision.
+    if (this.currentRev < this.compactMainRev) this.currentRev = this.compactMainRev;
+    if (scheduled <= this.compactMainRev) scheduled = 0;
+    if (scheduled !== 0) {
+      this.scheduleCompaction(scheduled).catch(() => undefined);
+    }
+  }
+
+  /** Stops background compaction (it resumes from the persisted intent after a restart). */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.sleepTimer) clearTimeout(this.sleepTimer);
+    this.sleepTimer = null;
+    this.wakeSleeper?.();
+    this.wakeSleeper = null;
+    await this.compactChain;
+  }
+}
+
+class StoreWriteTxn implements WriteTxn {
+  private readonly events: MvccEvent[] = [];
+  private ended = false;
+
+  constructor(
+    private readonly store: MvccStore,
+    readonly beginRev: number,
+  ) {}
+
+  get rev(): number {
+    return this.events.length > 0 ? this.beginRev + 1 : this.beginRev;
+  }
+
+  range(key: Buffer, end: Buffer | null, opts?: RangeOptions): RangeResult {
+    assert(!this.ended, 'txn already ended');
+    return this.store.rangeAt(key, end, this.rev, opts);
+  }
+
+  put(key: Buffer, value: Buffer, lease: bigint): { prevKv: KeyValue | null } {
+    assert(!this.ended, 'txn already ended');
+    assert(key.length > 0, 'empty key');
+    const rev = this.beginRev + 1;
+    const { kv, prevKv } = this.store.txnPut(rev, this.events.length, key, value, lease);
+    this.events.push({ type: EventType.PUT, kv, prevKv });
+    return { prevKv };
+  }
+
+  deleteRange(key: Buffer, end: Buffer | null): { deleted: number; prevKvs: KeyValue[] } {
+    assert(!this.ended, 'txn already ended');
+    const hits = this.store.txnHits(key, end, this.rev);
+    const rev = this.beginRev + 1;
+    const prevKvs: KeyValue[] = [];
+    for (const h of hits) {
+      const kv = this.store.txnDelete(rev, this.events.length, h.keyStr, h.kv);
+      this.events.push({ type: EventType.DELETE, kv, prevKv: h.kv });
+      prevKvs.push(h.kv);
+    }
+    return { deleted: hits.length, prevKvs };
+  }
+
+  end(): MvccEvent[] {
+    assert(!this.ended, 'txn already ended');
+    this.ended = true;
+    this.store.txnEnd(this, this.events);
+    return this.events;
+  }
+}

@@ -1,0 +1,121 @@
+// The in-memory ordered index of every key's history. Keys are latin1 strings: one char per
+// byte, so JS string order is byte order and V8 stores them compactly.
+import assert from 'node:assert';
+import BTree from 'sorted-btree';
+import { KeyIndex, type IndexGet } from './key_index';
+
+/** `end`: null = just `key`; '' = no upper bound; otherwise the exclusive upper bound. */
+export type RangeEnd = string | null;
+
+export interface IndexHit extends IndexGet {
+  key: string;
+}
+
+export class TreeIndex {
+  private readonly tree = new BTree<string, KeyIndex>();
+  private live = 0;
+
+  /** Live (not deleted) keys. */
+  keyCount(): number {
+    return this.live;
+  }
+
+  size(): number {
+    return this.tree.size;
+  }
+
+  put(key: string, main: number, sub: number): void {
+    let ki = this.tree.get(key);
+    if (!ki) {
+      ki = new KeyIndex(key);
+      this.tree.set(key, ki);
+    }
+    if (ki.put(main, sub)) this.live++;
+  }
+
+  /** False when the key does not exist now. */
+  tombstone(key: string, main: number, sub: number): boolean {
+    const ki = this.tree.get(key);
+    if (!ki) return false;
+    if (!ki.tombstone(main, sub)) return false;
+    this.live--;
+    assert(this.live >= 0);
+    return true;
+  }
+
+  keyIndex(key: string): KeyIndex | undefined {
+    return this.tree.get(key);
+  }
+
+  insert(ki: KeyIndex): void {
+    assert(!this.tree.has(ki.key));
+    this.tree.set(ki.key, ki);
+    if (ki.isLive()) this.live++;
+  }
+
+  /** After a restore, recount live keys (restore mutates key indexes directly). */
+  recount(): void {
+    let n = 0;
+    this.tree.forEach((ki) => {
+      if (ki.isLive()) n++;
+    });
+    this.live = n;
+  }
+
+  get(key: string, atRev: number): IndexGet | null {
+    const ki = this.tree.get(key);
+    if (!ki) return null;
+    return ki.get(atRev);
+  }
+
+  /** Visits key indexes in [key, end) in key order; stop by returning false. */
+  visit(key: string, end: RangeEnd, fn: (ki: KeyIndex) => boolean | void): void {
+    if (end === null) {
+      const ki = this.tree.get(key);
+      if (ki) fn(ki);
+      return;
+    }
+    if (end !== '' && end <= key) return;
+    for (const [k, ki] of this.tree.entries(key)) {
+      if (end !== '' && k >= end) break;
+      if (fn(ki) === false) break;
+    }
+  }
+
+  /** Keys visible at atRev in [key, end), in key order. */
+  range(key: string, end: RangeEnd, atRev: number): IndexHit[] {
+    const out: IndexHit[] = [];
+    this.visit(key, end, (ki) => {
+      const g = ki.get(atRev);
+      if (g) out.push({ key: ki.key, ...g });
+    });
+    return out;
+  }
+
+  /** Compacts every key's history at rev; returns the revisions that must be kept on disk. */
+  compact(rev: number): Set<string> {
+    const available = new Set<string>();
+    const emptied: string[] = [];
+    this.tree.forEach((ki, k) => {
+      ki.compact(rev, available);
+      if (ki.isEmpty()) emptied.push(k);
+    });
+    for (const k of emptied) this.tree.delete(k);
+    return available;
+  }
+
+  keep(rev: number): Set<string> {
+    const available = new Set<string>();
+    this.tree.forEach((ki) => {
+      ki.keep(rev, available);
+    });
+    return available;
+  }
+
+  /** Every live key with its current revision. */
+  forEachLive(fn: (ki: KeyIndex) => void): void {
+    this.tree.forEach((ki) => {
+      if (ki.isLive()) fn(ki);
+    });
+  }
+}

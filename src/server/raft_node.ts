@@ -1,0 +1,156 @@
+// Drives the pure Raft core: ticks it on a timer, feeds it proposals and messages, and runs
+// its Ready cycle (persist to the WAL -> send -> apply -> advance). Calls into the core are
+// queued in a bounded inbox and fed between Ready cycles, so proposals that arrive while a WAL
+// write is in flight are batched into the next one (one fsync for many writes).
+import assert from 'node:assert';
+import type { Logger } from '../log';
+import type { ConfChange, Entry, Message, RawNode, ReadState, SoftState, Ready, MemoryStorage } from '../raft';
+import type { Wal } from '../wal/wal';
+
+export interface RaftNodeHooks {
+  onSoftState(ss: SoftState): void;
+  onReadStates(rs: ReadState[]): void;
+  /** Apply committed entries (synchronously, in order). */
+  applyEntries(entries: Entry[]): void;
+  send(msgs: Message[]): void;
+  /** After each Ready cycle: a chance to snapshot/compact the log. */
+  afterAdvance(): Promise<void>;
+  onWalSaved?(bytes: number, seconds: number): void;
+  /** An unrecoverable error in the loop (I/O or broken invariant): the member must stop. */
+  fatal(e: unknown): void;
+}
+
+type InboxItem = (raw: RawNode) => void;
+
+export class RaftNode {
+  private readonly inbox: InboxItem[] = [];
+  private running = false;
+  private stopped = false;
+  private ticker: NodeJS.Timeout | null = null;
+  private idle: Promise<void> = Promise.resolve();
+  private idleResolve: (() => void) | null = null;
+
+  constructor(
+    readonly raw: RawNode,
+    private readonly storage: MemoryStorage,
+    private readonly wal: Wal,
+    private readonly hooks: RaftNodeHooks,
+    private readonly opts: { tickMs: number; maxInbox: number; log: Logger },
+  ) {}
+
+  start(): void {
+    this.ticker = setInterval(() => this.enqueue((r) => r.tick(), true), this.opts.tickMs);
+    this.kick();
+  }
+
+  /** Queue a call into the core. Returns false when the inbox is full. */
+  enqueue(item: InboxItem, force = false): boolean {
+    if (this.stopped) return false;
+    if (!force && this.inbox.length >= this.opts.maxInbox) return false;
+    this.inbox.push(item);
+    this.kick();
+    return true;
+  }
+
+  propose(data: Buffer, onDropped: (e: Error) => void): boolean {
+    return this.enqueue((r) => {
+      try {
+        r.propose(data);
+      } catch (e) {
+        onDropped(e as Error);
+      }
+    });
+  }
+
+  proposeConfChange(cc: ConfChange, onDropped: (e: Error) => void): boolean {
+    return this.enqueue((r) => {
+      try {
+        r.proposeConfChange(cc);
+      } catch (e) {
+        onDropped(e as Error);
+      }
+    });
+  }
+
+  step(m: Message): boolean {
+    return this.enqueue((r) => {
+      try {
+        r.step(m);
+      } catch (e) {
+        this.opts.log.debug('raft step dropped a message', { error: String(e) });
+      }
+    });
+  }
+
+  readIndex(ctx: Buffer): boolean {
+    return this.enqueue((r) => r.readIndex(ctx));
+  }
+
+  private kick(): void {
+    if (this.running || this.stopped) return;
+    this.running = true;
+    this.idle = new Promise((res) => (this.idleResolve = res));
+    setImmediate(() => {
+      this.run().catch((e) => this.hooks.fatal(e));
+    });
+  }
+
+  private drainInbox(): void {
+    // Items queued while draining run in the next cycle; the bound keeps one turn short.
+    const n = this.inbox.length;
+    for (let i = 0; i < n; i++) {
+      const item = this.inbox.shift();
+      assert(item);
+      item(this.raw);
+    }
+  }
+
+  private async run(): Promise<void> {
+    try {
+      for (;;) {
+        if (this.stopped) return;
+        this.drainInbox();
+        if (!this.raw.hasReady()) {
+          if (this.inbox.length === 0) return;
+          continue;
+        }
+        const rd = this.raw.ready();
+        await this.handleReady(rd);
+      }
+    } finally {
+      this.running = false;
+      const r = this.idleResolve;
+      this.idleResolve = null;
+      r?.();
+      if (!this.stopped && this.inbox.length > 0) this.kick();
+    }
+  }
+
+  private async handleReady(rd: Ready): Promise<void> {
+    if (rd.softState) this.hooks.onSoftState(rd.softState);
+    if (rd.hardState || rd.entries.length > 0 || rd.snapshot) {
+      const t0 = process.hrtime.bigint();
+      const bytes = await this.wal.save(rd.hardState, rd.entries, rd.snapshot);
+      this.hooks.onWalSaved?.(bytes, Number(process.hrtime.bigint() - t0) / 1e9);
+      if (this.stopped) return;
+    }
+    if (rd.snapshot) this.storage.applySnapshot(rd.snapshot);
+    if (rd.hardState) this.storage.setHardState(rd.hardState);
+    if (rd.entries.length > 0) this.storage.append(rd.entries);
+    if (rd.messages.length > 0) this.hooks.send(rd.messages);
+    if (rd.readStates.length > 0) this.hooks.onReadStates(rd.readStates);
+    if (rd.committedEntries.length > 0) this.hooks.applyEntries(rd.committedEntries);
+    this.raw.advance(rd);
+    await this.hooks.afterAdvance();
+  }
+
+  /** Stop ticking and feeding the core; resolves when the current Ready cycle is done. */
+  async stop(): Promise<void> {
+    if (this.ticker) clearInterval(this.ticker);
+    this.ticker = null;
+    const idle = this.idle;
+    this.stopped = true;
+    this.inbox.length = 0;
+    await idle;
+  }
+}

@@ -1,0 +1,728 @@
+// EtcdServer: turns client requests into Raft proposals and reads, waits for them to be
+// applied, and answers with etcd's headers and errors. It owns the node loop, the applier and
+// the stores of one member.
+import assert from 'node:assert';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Backend } from '../backend/backend';
+import { EtcdError, etcdError } from '../errors';
+import { Lessor, MAX_LEASE_TTL_SEC } from '../lease/lessor';
+import type { LogFields, Logger } from '../log';
+import { MvccStore } from '../mvcc/store';
+import { decodeInternalRequest, encodeInternalRequest } from '../pb/internal';
+import type * as pb from '../pb/types';
+import { ConfChangeType, EntryType, MemoryStorage, RawNode, StateType, decodeConfChange } from '../raft';
+import type { ConfChange, Entry, ReadState, SoftState } from '../raft';
+import { Wal } from '../wal/wal';
+import { WatchHub } from '../watch';
+import type { WatchSink, WatchStream } from '../watch/types';
+import { Applier, type ApplyResult } from '../apply/applier';
+import { applyRange } from '../apply/kv';
+import { AlarmType, Alarms } from '../alarm/alarms';
+import { Members, type Member } from '../membership/members';
+import { computeClusterId, computeMemberId, idToHex } from '../membership/ids';
+import { IdGenerator } from './idgen';
+import { RaftNode } from './raft_node';
+import type { EtcdServerApi } from './types';
+import { AppliedWaiter, WaitRegistry } from './wait';
+
+export interface ServerConfig {
+  name: string;
+  dataDir: string;
+  initialAdvertisePeerUrls: string[];
+  advertiseClientUrls: string[];
+  /** name -> peer URLs */
+  initialCluster: Map<string, string[]>;
+  initialClusterState: 'new' | 'existing';
+  initialClusterToken: string;
+  maxRequestBytes: number;
+  maxTxnOps: number;
+  quotaBackendBytes: number;
+  snapshotCount: number;
+  heartbeatIntervalMs: number;
+  electionTimeoutMs: number;
+  watchProgressNotifyIntervalMs: number;
+  /** e.g. "3.6.5" */
+  version: string;
+  clusterVersion: string;
+}
+
+/** Bounds. */
+const MAX_PENDING_PROPOSALS = 10_000;
+const MAX_INBOX = 20_000;
+const MAX_READ_WAITERS = 100_000;
+/** etcd's maxGapBetweenApplyAndCommitIndex. */
+const MAX_APPLY_GAP = 5_000;
+/** Entries kept after a snapshot for slow followers (etcd's SnapshotCatchUpEntries). */
+const SNAPSHOT_CATCH_UP_ENTRIES = 5_000;
+const LEASE_REVOKES_PER_ROUND = 1_000;
+const LEASE_CHECK_INTERVAL_MS = 500;
+
+export class EtcdServer implements EtcdServerApi {
+  readonly limits: { maxRequestBytes: number; maxTxnOps: number };
+  readonly memberId: bigint;
+  readonly clusterId: bigint;
+
+  private node!: RaftNode;
+  private readonly proposals = new WaitRegistry<string, ApplyResult>(MAX_PENDING_PROPOSALS);
+  private readonly appliedWaiter = new AppliedWaiter(MAX_READ_WAITERS);
+  private readonly idGen: IdGenerator;
+  private appliedIndex: number;
+  private committedIndex = 0;
+  private term = 0;
+  private leaderId = 0n;
+  private isLeader = false;
+  private snapshotIndex: number;
+  private stopped = false;
+  private leaseTimer: NodeJS.Timeout | null = null;
+  private readonly revokesInFlight = new Set<bigint>();
+  /** Linearizable reads waiting for the next ReadIndex. */
+  private readWaiters: Array<{ resolve(): void; reject(e: Error): void }> = [];
+  private readInFlight: { ctx: string; waiters: Array<{ resolve(): void; reject(e: Error): void }>; timer: NodeJS.Timeout } | null = null;
+  private readCtxSeq = 0n;
+  private readonly leaderWaiters: Array<() => void> = [];
+  private publishedAttributes = false;
+  readonly requestTimeoutMs: number;
+
+  private constructor(
+    readonly cfg: ServerConfig,
+    readonly log: Logger,
+    readonly backend: Backend,
+    readonly mvcc: MvccStore,
+    readonly lessor: Lessor,
+    readonly watchHub: WatchHub,
+    readonly members: Members,
+    readonly alarms: Alarms,
+    private readonly applier: Applier,
+    private readonly wal: Wal,
+    private readonly storage: MemoryStorage,
+    identity: { memberId: bigint; clusterId: bigint },
+    appliedIndex: number,
+    snapshotIndex: number,
+  ) {
+    this.limits = { maxRequestBytes: cfg.maxRequestBytes, maxTxnOps: cfg.maxTxnOps };
+    this.memberId = identity.memberId;
+    this.clusterId = identity.clusterId;
+    this.appliedIndex = appliedIndex;
+    this.snapshotIndex = snapshotIndex;
+    this.idGen = new IdGenerator(this.memberId, Date.now());
+    // etcd's ReqTimeout: 5 s plus two election timeouts.
+    this.requestTimeoutMs = 5000 + 2 * cfg.electionTimeoutMs;
+  }
+
+  // ---------------------------------------------------------------- start-up
+
+  static async start(cfg: ServerConfig, log: Logger): Promise<EtcdServer> {
+    const memberDir = path.join(cfg.dataDir, 'member');
+    const walDir = path.join(memberDir, 'wal');
+    const snapDir = path.join(memberDir, 'snap');
+    fs.mkdirSync(snapDir, { recursive: true, mode: 0o700 });
+    const haveWal = Wal.exists(walDir);
+    const wal = Wal.open(walDir);
+    const backend = Backend.open(path.join(snapDir, 'db'));
+    const members = new Members(backend.subDb('members'), backend.subDb('members_removed'));
+    const alarms = new Alarms(backend.subDb('alarm'));
+
+    let identity: { memberId: bigint; clusterId: bigint };
+    let bootstrapPeers: bigint[] | null = null;
+    if (!haveWal) {
+      if (cfg.initialClusterState === 'existing') {
+        throw new Error('joining an existing cluster is not supported yet (--initial-cluster-state=existing)');
+      }
+      const all: Member[] = [];
+      for (const [name, urls] of cfg.initialCluster) {
+        all.push({ id: computeMemberId(urls, cfg.initialClusterToken), name: '', peerUrls: urls, clientUrls: [], isLearner: false });
+        void name;
+      }
+      const self = cfg.initialCluster.get(cfg.name);
+      if (!self) throw new Error(`couldn't find local name "${cfg.name}" in the initial cluster configuration`);
+      const memberId = computeMemberId(self, cfg.initialClusterToken);
+      const clusterId = computeClusterId(all.map((m) => m.id));
+      identity = { memberId, clusterId };
+      backend.batch(() => {
+        for (const m of all) members.add(m);
+      });
+      await backend.flushed();
+      await wal.create({ memberId, clusterId, name: cfg.name });
+      bootstrapPeers = all.map((m) => m.id);
+      log.info('starting local member', { 'local-member-id': idToHex(memberId), 'cluster-id': idToHex(clusterId) });
+    } else {
+      const c = wal.readAll();
+      identity = { memberId: c.identity.memberId, clusterId: c.identity.clusterId };
+      log.info('restarting local member', {
+        'cluster-id': idToHex(identity.clusterId),
+        'local-member-id': idToHex(identity.memberId),
+        'commit-index': c.hardState.commit,
+      });
+    }
+
+    const mvcc = new MvccStore(backend);
+    const lessor = new Lessor({
+      db: backend.subDb('lease'),
+      nowMs: () => Date.now(),
+      minTtlSec: Math.ceil((3 * cfg.electionTimeoutMs) / 1000),
+      maxTtlSec: MAX_LEASE_TTL_SEC,
+    });
+    lessor.recover(mvcc.keysWithLease());
+    const watchHub = new WatchHub(mvcc, { progressNotifyIntervalMs: cfg.watchProgressNotifyIntervalMs });
+    mvcc.onEvents((events, rev) => watchHub.notify(events, rev));
+    const applier = new Applier({ backend, mvcc, lessor, alarms, members, log });
+
+    // Raft storage from the WAL.
+    const storage = new MemoryStorage();
+    const contents = wal.readAll();
+    let snapshotIndex = 0;
+    if (contents.snapshot) {
+      storage.applySnapshot({ data: Buffer.alloc(0), metadata: contents.snapshot });
+      snapshotIndex = contents.snapshot.index;
+    }
+    storage.setHardState(contents.hardState);
+    if (contents.entries.length > 0) storage.append(contents.entries);
+    const applied = backend.consistentIndex();
+    assert(applied <= Math.max(contents.hardState.commit, snapshotIndex) || contents.entries.length === 0,
+      `backend applied index ${applied} is past the WAL commit ${contents.hardState.commit}`);
+
+    const electionTick = Math.max(2, Math.round(cfg.electionTimeoutMs / cfg.heartbeatIntervalMs));
+    const raw = new RawNode({
+      id: identity.memberId,
+      electionTick,
+      heartbeatTick: 1,
+      storage,
+      applied: snapshotIndex,
+      maxSizePerMsgBytes: 1024 * 1024,
+      maxInflightMsgs: 512,
+      maxUncommittedEntriesSizeBytes: 1 << 30,
+      checkQuorum: true,
+      preVote: true,
+      random: Math.random,
+      logger: { info: (m: string, f?: object) => log.debug(m, f as LogFields), warn: (m: string, f?: object) => log.warn(m, f as LogFields) },
+    });
+    if (bootstrapPeers) raw.bootstrap(bootstrapPeers);
+
+    const server = new EtcdServer(cfg, log, backend, mvcc, lessor, watchHub, members, alarms, applier, wal, storage, identity, snapshotIndex, snapshotIndex);
+    server.node = new RaftNode(raw, storage, wal, {
+      onSoftState: (ss) => server.onSoftState(ss),
+      onReadStates: (rs) => server.onReadStates(rs),
+      applyEntries: (ents) => server.applyEntries(ents),
+      send: () => undefined,
+      afterAdvance: () => server.maybeSnapshot(),
+      fatal: (e) => server.fatal(e),
+    }, { tickMs: cfg.heartbeatIntervalMs, maxInbox: MAX_INBOX, log });
+    server.node.start();
+    // With nothing to replay the core knows the membership from its snapshot already.
+    if (contents.entries.length === 0 && snapshotIndex > 0) server.maybeCampaignAlone();
+    server.leaseTimer = setInterval(() => server.revokeExpiredLeases(), LEASE_CHECK_INTERVAL_MS);
+    return server;
+  }
+
+  private fatal(e: unknown): void {
+    this.log.error('raft loop failed; stopping the member', { error: e instanceof Error ? e.stack ?? e.message : String(e) });
+    // Crashing beats serving from a state we can no longer trust.
+    process.exit(1);
+  }
+
+  // ---------------------------------------------------------------- node loop hooks
+
+  private onSoftState(ss: SoftState): void {
+    const wasLeader = this.isLeader;
+    if (ss.lead !== this.leaderId) {
+      if (ss.lead !== 0n) {
+        this.log.info('raft.node: elected leader', {
+          'local-member-id': idToHex(this.memberId),
+          'elected-leader-member-id': idToHex(ss.lead),
+          term: this.node?.raw.status().term ?? 0,
+        });
+      } else {
+        this.log.info('raft.node: lost leader', { 'local-member-id': idToHex(this.memberId), 'lost-leader-member-id': idToHex(this.leaderId) });
+      }
+      this.leaderId = ss.lead;
+    }
+    this.isLeader = ss.raftState === StateType.Leader;
+    if (this.isLeader && !wasLeader) {
+      // A new leader must not expire leases early: give every lease a full TTL again.
+      this.lessor.promote(this.cfg.electionTimeoutMs);
+    } else if (!this.isLeader && wasLeader) {
+      this.lessor.demote();
+    }
+    if (ss.lead !== 0n) {
+      const ws = this.leaderWaiters.splice(0);
+      for (const w of ws) w();
+    }
+  }
+
+  private onReadStates(rs: ReadState[]): void {
+    const inflight = this.readInFlight;
+    if (!inflight) return;
+    for (const r of rs) {
+      if (r.requestCtx.toString('hex') !== inflight.ctx) continue;
+      clearTimeout(inflight.timer);
+      this.readInFlight = null;
+      const p = this.appliedWaiter.wait(r.index, this.appliedIndex);
+      const done = (): void => {
+        for (const w of inflight.waiters) w.resolve();
+        this.issueReadIndex();
+      };
+      if (p) void p.then(done);
+      else {
+        for (const w of inflight.waiters) w.reject(etcdError('RequestTooManyRequests'));
+        this.issueReadIndex();
+      }
+    }
+  }
+
+  private applyEntries(entries: Entry[]): void {
+    const results: Array<[string, ApplyResult]> = [];
+    // After a restart Raft hands back every entry after its snapshot; the backend already holds
+    // the effect of those up to its consistent index. Conf changes among them must still reach
+    // the Raft core (it learns the membership only from them); normal entries are skipped.
+    const backendIndex = this.backend.consistentIndex();
+    this.backend.batch(() => {
+      for (const e of entries) {
+        assert.equal(e.index, this.appliedIndex + 1, `applying entry ${e.index} after ${this.appliedIndex}`);
+        const replay = e.index <= backendIndex;
+        if (e.type === EntryType.Normal) {
+          if (!replay && e.data.length > 0) {
+            const req = decodeInternalRequest(e.data);
+            const r = this.applier.apply(req);
+            const id = req.header?.ID ?? '0';
+            if (this.proposals.has(id)) results.push([id, r]);
+          }
+        } else if (e.type === EntryType.ConfChange) {
+          const cc = decodeConfChange(e.data);
+          if (!replay) this.applyMembershipChange(cc);
+          this.node.raw.applyConfChange(cc);
+        }
+        this.appliedIndex = e.index;
+        if (!replay) this.backend.setConsistentIndex(e.index);
+      }
+    });
+    this.committedIndex = Math.max(this.committedIndex, this.appliedIndex);
+    for (const [id, r] of results) this.proposals.trigger(id, r);
+    this.appliedWaiter.appliedTo(this.appliedIndex);
+    if (!this.publishedAttributes && this.isLeader) this.publishAttributes();
+    this.maybeCampaignAlone();
+  }
+
+  /** A lone voter need not wait an election timeout to lead (etcd fast-forwards its ticks). */
+  private maybeCampaignAlone(): void {
+    if (this.campaignedAlone || this.leaderId !== 0n) return;
+    const voters = this.members.list().filter((m) => !m.isLearner);
+    if (voters.length !== 1 || voters[0].id !== this.memberId) return;
+    this.campaignedAlone = true;
+    this.node.enqueue((r) => r.campaign());
+  }
+  private campaignedAlone = false;
+
+  private applyMembershipChange(cc: ConfChange): void {
+    switch (cc.type) {
+      case ConfChangeType.AddNode:
+      case ConfChangeType.AddLearnerNode: {
+        const existing = this.members.get(cc.nodeId);
+        if (existing) {
+          if (existing.isLearner && cc.type === ConfChangeType.AddNode) this.members.update(cc.nodeId, { isLearner: false });
+        } else if (cc.context && cc.context.length > 0) {
+          const m = JSON.parse(cc.context.toString()) as { id: string; name: string; peerUrls: string[]; isLearner: boolean };
+          this.members.add({ id: BigInt(m.id), name: m.name, peerUrls: m.peerUrls, clientUrls: [], isLearner: cc.type === ConfChangeType.AddLearnerNode });
+        }
+        break;
+      }
+      case ConfChangeType.RemoveNode:
+        this.members.remove(cc.nodeId);
+        break;
+      case ConfChangeType.UpdateNode:
+        if (cc.context && cc.context.length > 0) {
+          const m = JSON.parse(cc.context.toString()) as { peerUrls: string[] };
+          this.members.update(cc.nodeId, { peerUrls: m.peerUrls });
+        }
+        break;
+    }
+  }
+
+  /** Publish this member's name and client URLs through the log, as etcd does once at start. */
+  private publishAttributes(): void {
+    this.publishedAttributes = true;
+    const req: pb.InternalRaftRequest = {
+      clusterMemberAttrSet: {
+        member_ID: this.memberId.toString(),
+        memberAttributes: { name: this.cfg.name, clientUrls: this.cfg.advertiseClientUrls },
+      },
+    } as unknown as pb.InternalRaftRequest;
+    this.propose(req).then(
+      () => {
+        this.log.info('published local member to cluster through raft', {
+          'local-member-id': idToHex(this.memberId),
+          'local-member-attributes': `{Name:${this.cfg.name} ClientURLs:[${this.cfg.advertiseClientUrls.join(' ')}]}`,
+          'cluster-id': idToHex(this.clusterId),
+          'publish-timeout': `${this.requestTimeoutMs / 1000}s`,
+        });
+      },
+      (e) => {
+        this.publishedAttributes = false;
+        this.log.warn('failed to publish local member to cluster through raft', { error: String(e) });
+      },
+    );
+  }
+
+  private async maybeSnapshot(): Promise<void> {
+    if (this.appliedIndex - this.snapshotIndex <= this.cfg.snapshotCount) return;
+    const index = this.appliedIndex;
+    this.log.info('triggering snapshot', {
+      'local-member-id': idToHex(this.memberId),
+      'local-member-applied-index': index,
+      'local-member-snapshot-index': this.snapshotIndex,
+      'local-member-snapshot-count': this.cfg.snapshotCount,
+    });
+    // The applied state must be durable before the log that could rebuild it is dropped.
+    await this.backend.flushed();
+    const snap = this.storage.createSnapshot(index, this.confState(), Buffer.alloc(0));
+    this.snapshotIndex = index;
+    this.log.info('saved snapshot', { 'snapshot-index': index });
+    const compactTo = index - SNAPSHOT_CATCH_UP_ENTRIES;
+    if (compactTo > this.storage.firstIndex()) {
+      this.storage.compact(compactTo);
+      await this.wal.compact(compactTo, snap.metadata);
+      this.log.info('compacted Raft logs', { 'compact-index': compactTo });
+    }
+  }
+
+  private confState(): { voters: bigint[]; learners: bigint[]; votersOutgoing: bigint[]; learnersNext: bigint[]; autoLeave: boolean } {
+    const ms = this.members.list();
+    return {
+      voters: ms.filter((m) => !m.isLearner).map((m) => m.id),
+      learners: ms.filter((m) => m.isLearner).map((m) => m.id),
+      votersOutgoing: [],
+      learnersNext: [],
+      autoLeave: false,
+    };
+  }
+
+  private revokeExpiredLeases(): void {
+    if (!this.isLeader || this.stopped) return;
+    const ids = this.lessor.expired(LEASE_REVOKES_PER_ROUND);
+    for (const id of ids) {
+      if (this.revokesInFlight.has(id)) continue;
+      this.revokesInFlight.add(id);
+      const req = { leaseRevoke: { ID: id.toString() } } as pb.InternalRaftRequest;
+      this.propose(req)
+        .catch((e) => this.log.warn('failed to revoke expired lease', { 'lease-id': id.toString(16), error: String(e) }))
+        .finally(() => this.revokesInFlight.delete(id));
+    }
+  }
+
+  // ---------------------------------------------------------------- proposals and reads
+
+  private async propose(req: pb.InternalRaftRequest): Promise<unknown> {
+    if (this.stopped) throw etcdError('Stopped');
+    if (this.committedIndex - this.appliedIndex > MAX_APPLY_GAP) throw etcdError('RequestTooManyRequests');
+    const id = this.idGen.next().toString();
+    const full: pb.InternalRaftRequest = { ...req, header: { ID: id, username: '', authRevision: '0' } } as pb.InternalRaftRequest;
+    const data = encodeInternalRequest(full);
+    if (data.length > this.cfg.maxRequestBytes) throw etcdError('RequestTooLarge');
+    const wait = this.proposals.register(id, this.requestTimeoutMs, () => etcdError('Timeout'));
+    if (!wait) throw etcdError('RequestTooManyRequests');
+    const queued = this.node.propose(data, (e) => this.proposals.fail(id, this.leaderId === 0n ? etcdError('NoLeader') : new EtcdError(14, e.message)));
+    if (!queued) {
+      this.proposals.fail(id, etcdError('RequestTooManyRequests'));
+    }
+    const r = await wait;
+    if (r.err) throw r.err;
+    if (r.done) await r.done;
+    return r.resp;
+  }
+
+  /** Resolves when this member has applied everything committed before the call (linearizable read). */
+  private linearizableReadNotify(): Promise<void> {
+    if (this.stopped) return Promise.reject(etcdError('Stopped'));
+    if (this.readWaiters.length >= MAX_READ_WAITERS) return Promise.reject(etcdError('RequestTooManyRequests'));
+    const p = new Promise<void>((resolve, reject) => this.readWaiters.push({ resolve, reject }));
+    this.issueReadIndex();
+    return p;
+  }
+
+  private issueReadIndex(): void {
+    if (this.readInFlight || this.readWaiters.length === 0) return;
+    const waiters = this.readWaiters;
+    this.readWaiters = [];
+    const ctxBuf = Buffer.alloc(8);
+    ctxBuf.writeBigUInt64BE(++this.readCtxSeq);
+    const ctx = ctxBuf.toString('hex');
+    const timer = setTimeout(() => {
+      if (this.readInFlight?.ctx !== ctx) return;
+      this.readInFlight = null;
+      const err = this.leaderId === 0n ? etcdError('NoLeader') : etcdError('Timeout');
+      for (const w of waiters) w.reject(err);
+      this.issueReadIndex();
+    }, this.requestTimeoutMs);
+    this.readInFlight = { ctx, waiters, timer };
+    if (!this.node.readIndex(ctxBuf)) {
+      clearTimeout(timer);
+      this.readInFlight = null;
+      for (const w of waiters) w.reject(etcdError('RequestTooManyRequests'));
+    }
+  }
+
+  header(revision?: number): pb.ResponseHeader {
+    return {
+      clusterId: this.clusterId.toString(),
+      memberId: this.memberId.toString(),
+      revision: String(revision ?? this.mvcc.currentRevision()),
+      raftTerm: String(this.node.raw.status().term),
+    };
+  }
+
+  private withHeader<T extends { header?: pb.ResponseHeader | null }>(resp: T): T {
+    const rev = resp.header?.revision ? Number(resp.header.revision) : this.mvcc.currentRevision();
+    resp.header = this.header(rev);
+    return resp;
+  }
+
+  /** NOSPACE: refuse writes that would grow the backend past the quota, and raise the alarm once. */
+  private checkQuota(costBytes: number): void {
+    if (this.cfg.quotaBackendBytes <= 0) return;
+    if (this.backend.sizeBytes() + costBytes <= this.cfg.quotaBackendBytes) return;
+    if (!this.alarms.has(AlarmType.NOSPACE)) {
+      const req = { alarm: { action: 1, memberID: this.memberId.toString(), alarm: AlarmType.NOSPACE } } as pb.InternalRaftRequest;
+      this.propose(req).catch(() => undefined);
+    }
+    throw etcdError('NoSpace');
+  }
+
+  // ---------------------------------------------------------------- KV
+
+  async range(req: pb.RangeRequest): Promise<pb.RangeResponse> {
+    if (!req.serializable) await this.linearizableReadNotify();
+    return this.withHeader(applyRange(this.mvcc, req));
+  }
+
+  async put(req: pb.PutRequest): Promise<pb.PutResponse> {
+    this.checkQuota(req.key.length + req.value.length);
+    return this.withHeader((await this.propose({ put: req } as pb.InternalRaftRequest)) as pb.PutResponse);
+  }
+
+  async deleteRange(req: pb.DeleteRangeRequest): Promise<pb.DeleteRangeResponse> {
+    return this.withHeader((await this.propose({ deleteRange: req } as pb.InternalRaftRequest)) as pb.DeleteRangeResponse);
+  }
+
+  async txn(req: pb.TxnRequest): Promise<pb.TxnResponse> {
+    this.checkQuota(0);
+    return this.withHeader((await this.propose({ txn: req } as pb.InternalRaftRequest)) as pb.TxnResponse);
+  }
+
+  async compact(req: pb.CompactionRequest): Promise<pb.CompactionResponse> {
+    return this.withHeader((await this.propose({ compaction: req } as pb.InternalRaftRequest)) as pb.CompactionResponse);
+  }
+
+  openWatchStream(sink: WatchSink): WatchStream {
+    return this.watchHub.openStream(sink);
+  }
+
+  // ---------------------------------------------------------------- leases
+
+  async leaseGrant(req: pb.LeaseGrantRequest): Promise<pb.LeaseGrantResponse> {
+    this.checkQuota(0);
+    const id = req.ID === '0' || req.ID === '' ? this.idGen.nextLeaseId() : BigInt(req.ID);
+    if (id < 0n) throw etcdError('LeaseNotFound');
+    if (Number(req.TTL) > MAX_LEASE_TTL_SEC) throw etcdError('LeaseTTLTooLarge');
+    const resp = (await this.propose({ leaseGrant: { ID: id.toString(), TTL: req.TTL } } as pb.InternalRaftRequest)) as pb.LeaseGrantResponse;
+    return this.withHeader(resp);
+  }
+
+  async leaseRevoke(req: pb.LeaseRevokeRequest): Promise<pb.LeaseRevokeResponse> {
+    const resp = (await this.propose({ leaseRevoke: { ID: req.ID } } as pb.InternalRaftRequest)) as pb.LeaseRevokeResponse;
+    return this.withHeader(resp);
+  }
+
+  async leaseKeepAlive(req: pb.LeaseKeepAliveRequest): Promise<pb.LeaseKeepAliveResponse> {
+    await this.waitLeader();
+    if (!this.isLeader) throw etcdError('NotLeader');
+    let ttl = 0;
+    try {
+      ttl = this.lessor.renew(BigInt(req.ID));
+    } catch (e) {
+      if (!(e instanceof EtcdError) || e.message !== etcdError('LeaseNotFound').message) throw e;
+    }
+    return { header: this.header(), ID: req.ID, TTL: String(ttl) } as pb.LeaseKeepAliveResponse;
+  }
+
+  async leaseTimeToLive(req: pb.LeaseTimeToLiveRequest): Promise<pb.LeaseTimeToLiveResponse> {
+    await this.linearizableReadNotify();
+    const t = this.lessor.timeToLive(BigInt(req.ID));
+    if (!t) return { header: this.header(), ID: req.ID, TTL: '-1', grantedTTL: '0', keys: [] } as pb.LeaseTimeToLiveResponse;
+    return {
+      header: this.header(),
+      ID: req.ID,
+      TTL: String(t.remainingTtlSec),
+      grantedTTL: String(t.grantedTtlSec),
+      keys: req.keys ? t.keys : [],
+    } as pb.LeaseTimeToLiveResponse;
+  }
+
+  async leaseLeases(_req: pb.LeaseLeasesRequest): Promise<pb.LeaseLeasesResponse> {
+    await this.linearizableReadNotify();
+    return { header: this.header(), leases: this.lessor.leases().map((id) => ({ ID: id.toString() })) } as pb.LeaseLeasesResponse;
+  }
+
+  private waitLeader(): Promise<void> {
+    if (this.leaderId !== 0n) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(etcdError('NoLeader')), this.requestTimeoutMs);
+      this.leaderWaiters.push(() => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+  }
+
+  // ---------------------------------------------------------------- cluster
+
+  private memberToPb(m: Member): pb.Member {
+    return { ID: m.id.toString(), name: m.name, peerURLs: m.peerUrls, clientURLs: m.clientUrls, isLearner: m.isLearner } as pb.Member;
+  }
+
+  async memberList(_req: pb.MemberListRequest): Promise<pb.MemberListResponse> {
+    return { header: this.header(), members: this.members.list().map((m) => this.memberToPb(m)) } as pb.MemberListResponse;
+  }
+
+  async memberAdd(_req: pb.MemberAddRequest): Promise<pb.MemberAddResponse> {
+    // Until members talk to each other over the peer URLs, a new member could never start.
+    throw etcdError('MemberNotEnoughStarted');
+  }
+
+  async memberRemove(req: pb.MemberRemoveRequest): Promise<pb.MemberRemoveResponse> {
+    if (!this.members.get(BigInt(req.ID))) throw etcdError('MemberNotFound');
+    throw etcdError('MemberNotEnoughStarted');
+  }
+
+  async memberUpdate(req: pb.MemberUpdateRequest): Promise<pb.MemberUpdateResponse> {
+    if (!this.members.get(BigInt(req.ID))) throw etcdError('MemberNotFound');
+    throw etcdError('MemberNotEnoughStarted');
+  }
+
+  async memberPromote(req: pb.MemberPromoteRequest): Promise<pb.MemberPromoteResponse> {
+    const m = this.members.get(BigInt(req.ID));
+    if (!m) throw etcdError('MemberNotFound');
+    if (!m.isLearner) throw etcdError('MemberNotLearner');
+    throw etcdError('LearnerNotReady');
+  }
+
+  // ---------------------------------------------------------------- maintenance
+
+  async status(_req: pb.StatusRequest): Promise<pb.StatusResponse> {
+    const st = this.node.raw.status();
+    return {
+      header: this.header(),
+      version: this.cfg.version,
+      dbSize: String(this.backend.sizeBytes()),
+      leader: this.leaderId.toString(),
+      raftIndex: String(st.commit),
+      raftTerm: String(st.term),
+      raftAppliedIndex: String(this.appliedIndex),
+      errors: this.alarms.list().map((a) => `memberID:${a.memberId} alarm:${a.alarm === AlarmType.NOSPACE ? 'NOSPACE' : 'CORRUPT'} `),
+      dbSizeInUse: String(this.backend.sizeInUseBytes()),
+      isLearner: false,
+      storageVersion: this.cfg.clusterVersion,
+      dbSizeQuota: String(this.cfg.quotaBackendBytes),
+    } as unknown as pb.StatusResponse;
+  }
+
+  async alarm(req: pb.AlarmRequest): Promise<pb.AlarmResponse> {
+    return this.withHeader((await this.propose({ alarm: req } as pb.InternalRaftRequest)) as pb.AlarmResponse);
+  }
+
+  async defragment(_req: pb.DefragmentRequest): Promise<pb.DefragmentResponse> {
+    this.log.info('starting defragment');
+    await this.backend.defragment();
+    this.log.info('finished defragment');
+    return { header: this.header() } as pb.DefragmentResponse;
+  }
+
+  async hash(_req: pb.HashRequest): Promise<pb.HashResponse> {
+    return { header: this.header(), hash: this.mvcc.hash() } as pb.HashResponse;
+  }
+
+  async hashKV(req: pb.HashKVRequest): Promise<pb.HashKVResponse> {
+    const r = this.mvcc.hashKV(Number(req.revision));
+    return {
+      header: this.header(),
+      hash: r.hash,
+      compactRevision: String(r.compactRevision),
+      hashRevision: String(r.hashRevision),
+    } as unknown as pb.HashKVResponse;
+  }
+
+  async *snapshot(): AsyncIterable<pb.SnapshotResponse> {
+    const header = this.header();
+    this.log.info('sending database snapshot to client');
+    let sent = 0;
+    const total = this.backend.sizeBytes();
+    for await (const blob of this.backend.snapshotStream()) {
+      sent += blob.length;
+      yield { header, remainingBytes: String(Math.max(0, total - sent)), blob, version: this.cfg.clusterVersion } as unknown as pb.SnapshotResponse;
+    }
+    this.log.info('sent database snapshot to client', { size: sent });
+  }
+
+  async moveLeader(req: pb.MoveLeaderRequest): Promise<pb.MoveLeaderResponse> {
+    if (!this.isLeader) throw etcdError('NotLeader');
+    const target = BigInt(req.targetID);
+    const m = this.members.get(target);
+    if (!m || m.isLearner) throw etcdError('BadLeaderTransferee');
+    if (target === this.memberId) return { header: this.header() } as pb.MoveLeaderResponse;
+    throw etcdError('BadLeaderTransferee');
+  }
+
+  async authStatus(_req: pb.AuthStatusRequest): Promise<pb.AuthStatusResponse> {
+    return { header: this.header(), enabled: false, authRevision: '0' } as unknown as pb.AuthStatusResponse;
+  }
+
+  async health(opts: { serializable: boolean; exclude: string[] }): Promise<{ ok: boolean; reason: string }> {
+    for (const a of this.alarms.list()) {
+      const name = a.alarm === AlarmType.NOSPACE ? 'NOSPACE' : 'CORRUPT';
+      if (!opts.exclude.includes(name)) return { ok: false, reason: `ALARM ${name}` };
+    }
+    if (this.leaderId === 0n) return { ok: false, reason: 'RAFT NO LEADER' };
+    if (!opts.serializable) {
+      try {
+        await this.range({ key: Buffer.from('health'), rangeEnd: Buffer.alloc(0), serializable: false } as pb.RangeRequest);
+      } catch (e) {
+        return { ok: false, reason: `QGET ERROR: ${(e as Error).message}` };
+      }
+    }
+    return { ok: true, reason: '' };
+  }
+
+  versions(): { etcdserver: string; etcdcluster: string } {
+    return { etcdserver: this.cfg.version, etcdcluster: this.cfg.clusterVersion };
+  }
+
+  isReady(): boolean {
+    return this.leaderId !== 0n && this.publishedAttributes;
+  }
+
+  /** Resolves once this member has a leader and published itself (etcd's "ready"). */
+  async waitReady(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (this.leaderId !== 0n && this.members.get(this.memberId)?.name === this.cfg.name) return;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    throw new Error('member did not become ready in time');
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.leaseTimer) clearInterval(this.leaseTimer);
+    await this.node.stop();
+    this.proposals.failAll(etcdError('Stopped'));
+    for (const w of this.readWaiters.splice(0)) w.reject(etcdError('Stopped'));
+    if (this.readInFlight) {
+      clearTimeout(this.readInFlight.timer);
+      for (const w of this.readInFlight.waiters) w.reject(etcdError('Stopped'));
+      this.readInFlight = null;
+    }
+    this.watchHub.close();
+    await this.backend.close();
+    await this.wal.close();
+  }
+}

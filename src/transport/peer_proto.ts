@@ -1,0 +1,101 @@
+// The gRPC service of proto/peer/peer.proto. Stream batches are framed by codec.ts and
+// travel as raw bytes (no intermediate objects); the small envelope messages use protobufjs.
+import path from 'node:path';
+import type * as grpc from '@grpc/grpc-js';
+import * as protobuf from 'protobufjs';
+import { protoDir } from '../pb/load';
+
+export const METADATA_CLUSTER_ID = 'x-etcd-cluster-id';
+export const METADATA_FROM = 'x-server-from';
+export const METADATA_TO = 'x-raft-to';
+
+const SERVICE = 'peerpb.Peer';
+export const STREAM_PATH = `/${SERVICE}/Stream`;
+export const SNAPSHOT_PATH = `/${SERVICE}/Snapshot`;
+export const MEMBER_INFO_PATH = `/${SERVICE}/MemberInfo`;
+
+export const identity = (b: Buffer): Buffer => b;
+
+let cachedRoot: protobuf.Root | undefined;
+function root(): protobuf.Root {
+  if (cachedRoot === undefined) {
+    const dir = protoDir();
+    const r = new protobuf.Root();
+    r.resolvePath = (_origin: string, target: string) => path.join(dir, target);
+    r.loadSync('peer/peer.proto', { keepCase: false });
+    r.resolveAll();
+    cachedRoot = r;
+  }
+  return cachedRoot;
+}
+
+function type(name: string): protobuf.Type {
+  return root().lookupType(name);
+}
+
+function toBuffer(u: Uint8Array): Buffer {
+  return Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+}
+
+export interface ChunkMsg {
+  /** Set on the first chunk only. */
+  totalBytes: number | null;
+  data: Buffer;
+}
+
+export function encodeChunk(c: ChunkMsg): Buffer {
+  const t = type('peerpb.Chunk');
+  const obj: Record<string, unknown> = { data: c.data };
+  if (c.totalBytes !== null) obj.totalBytes = c.totalBytes;
+  return toBuffer(t.encode(t.fromObject(obj)).finish());
+}
+
+export function decodeChunk(buf: Buffer): ChunkMsg {
+  const t = type('peerpb.Chunk');
+  const m = t.decode(buf) as unknown as { totalBytes?: number | { toNumber(): number }; data?: Uint8Array };
+  const has = Object.prototype.hasOwnProperty.call(m, 'totalBytes') && m.totalBytes != null;
+  const total = has ? (typeof m.totalBytes === 'number' ? m.totalBytes : (m.totalBytes as { toNumber(): number }).toNumber()) : null;
+  return { totalBytes: total, data: m.data === undefined ? Buffer.alloc(0) : toBuffer(m.data) };
+}
+
+export interface MemberInfo {
+  clusterId: bigint;
+  memberId: bigint;
+  membersJson: string;
+}
+
+export function encodeMemberInfo(info: MemberInfo): Buffer {
+  const t = type('peerpb.MemberInfoResponse');
+  return toBuffer(
+    t.encode(
+      t.fromObject({ clusterId: info.clusterId.toString(), memberId: info.memberId.toString(), membersJson: info.membersJson }),
+    ).finish(),
+  );
+}
+
+export function decodeMemberInfo(buf: Buffer): MemberInfo {
+  const t = type('peerpb.MemberInfoResponse');
+  const o = t.toObject(t.decode(buf), { longs: String, defaults: true }) as { clusterId: string; memberId: string; membersJson: string };
+  return { clusterId: BigInt(o.clusterId), memberId: BigInt(o.memberId), membersJson: o.membersJson };
+}
+
+export const EMPTY = Buffer.alloc(0);
+
+function method(path: string, requestStream: boolean, responseStream: boolean): grpc.MethodDefinition<Buffer, Buffer> {
+  return {
+    path,
+    requestStream,
+    responseStream,
+    requestSerialize: identity,
+    requestDeserialize: identity,
+    responseSerialize: identity,
+    responseDeserialize: identity,
+  };
+}
+
+/** The service definition; handlers and clients exchange raw protobuf bytes. */
+export const PEER_SERVICE: grpc.ServiceDefinition = {
+  Stream: method(STREAM_PATH, true, true),
+  Snapshot: method(SNAPSHOT_PATH, true, false),
+  MemberInfo: method(MEMBER_INFO_PATH, false, false),
+};

@@ -1,0 +1,122 @@
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { Backend, SNAPSHOT_CHUNK_BYTES } from '../../../src/backend/backend';
+import { crc32c, Crc32c } from '../../../src/backend/crc32c';
+
+function tmpDb(): string {
+  return path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'backend-test-')), 'member', 'snap', 'db');
+}
+
+describe('crc32c', () => {
+  it('matches the standard check values', () => {
+    expect(crc32c(Buffer.from('123456789'))).toBe(0xe3069283);
+    expect(new Crc32c().update(Buffer.from('1234')).update(Buffer.from('56789')).digest()).toBe(0xe3069283);
+    expect(crc32c(Buffer.alloc(0))).toBe(0);
+    expect(crc32c(Buffer.alloc(32))).toBe(0x8a9136aa);
+  });
+});
+
+describe('Backend', () => {
+  it('keeps the consistent index across reopen and refuses to go back', async () => {
+    const p = tmpDb();
+    const be = Backend.open(p);
+    expect(be.consistentIndex()).toBe(0);
+    be.batch(() => be.setConsistentIndex(5));
+    be.batch(() => be.setConsistentIndex(9));
+    expect(be.consistentIndex()).toBe(9);
+    expect(() => be.batch(() => be.setConsistentIndex(3))).toThrow();
+    expect(be.consistentIndex()).toBe(9);
+    expect(() => be.setConsistentIndex(10)).toThrow(); // outside batch
+    await be.flushed();
+    await be.close();
+    const be2 = Backend.open(p);
+    expect(be2.consistentIndex()).toBe(9);
+    await be2.close();
+  });
+
+  it('aborts the whole batch when it throws, and nested batches join', async () => {
+    const be = Backend.open(tmpDb());
+    const db = be.subDb('x');
+    expect(() =>
+      be.batch(() => {
+        be.batch(() => db.putSync(Buffer.from('a'), Buffer.from('1')));
+        be.setConsistentIndex(4);
+        throw new Error('boom');
+      }),
+    ).toThrow('boom');
+    expect(db.getBinary(Buffer.from('a'))).toBeUndefined();
+    expect(be.consistentIndex()).toBe(0);
+    const ran: string[] = [];
+    be.batch(() => {
+      db.putSync(Buffer.from('a'), Buffer.from('1'));
+      be.onCommit(() => ran.push('after'));
+      ran.push('inside');
+    });
+    expect(ran).toEqual(['inside', 'after']);
+    await be.close();
+  });
+
+  it('stores metadata and reports sizes', async () => {
+    const be = Backend.open(tmpDb());
+    be.batch(() => be.metaPut('k', Buffer.from('v')));
+    expect(be.metaGet('k')?.toString()).toBe('v');
+    expect(be.metaGet('missing')).toBeUndefined();
+    expect(be.sizeBytes()).toBeGreaterThan(0);
+    expect(be.sizeInUseBytes()).toBeGreaterThan(0);
+    expect(be.sizeInUseBytes()).toBeLessThanOrEqual(be.sizeBytes());
+    await be.close();
+  });
+
+  it('streams a snapshot whose last chunk is the sha256 of the rest', async () => {
+    const be = Backend.open(tmpDb());
+    const db = be.subDb('big');
+    be.batch(() => {
+      for (let i = 0; i < 2000; i++) db.putSync(Buffer.from(`key-${i}`), Buffer.alloc(100, i % 256));
+    });
+    const chunks: Buffer[] = [];
+    for await (const c of be.snapshotStream()) chunks.push(c);
+    expect(chunks.length).toBeGreaterThan(2);
+    const trailer = chunks.pop()!;
+    expect(trailer.length).toBe(32);
+    for (const c of chunks) expect(c.length).toBeLessThanOrEqual(SNAPSHOT_CHUNK_BYTES);
+    const body = Buffer.concat(chunks);
+    expect(createHash('sha256').update(body).digest().equals(trailer)).toBe(true);
+    // The copy is a database we can open and read.
+    const copyPath = tmpDb();
+    fs.mkdirSync(path.dirname(copyPath), { recursive: true });
+    fs.writeFileSync(copyPath, body);
+    const be2 = Backend.open(copyPath);
+    expect(be2.subDb('big').getBinary(Buffer.from('key-1999'))?.length).toBe(100);
+    await be2.close();
+    await be.close();
+  });
+
+  it('defragments and keeps sub-database handles working', async () => {
+    const p = tmpDb();
+    const be = Backend.open(p);
+    const db = be.subDb('d');
+    be.batch(() => {
+      for (let i = 0; i < 5000; i++) db.putSync(Buffer.from(`k${i}`), Buffer.alloc(500, 1));
+    });
+    be.batch(() => {
+      for (let i = 0; i < 4990; i++) db.removeSync(Buffer.from(`k${i}`));
+      be.setConsistentIndex(7);
+    });
+    await be.flushed();
+    const before = be.sizeBytes();
+    await be.defragment();
+    expect(be.sizeBytes()).toBeLessThan(before);
+    expect(db.getBinary(Buffer.from('k4995'))?.length).toBe(500);
+    expect(be.consistentIndex()).toBe(7);
+    be.batch(() => db.putSync(Buffer.from('new'), Buffer.from('v')));
+    expect(db.getBinary(Buffer.from('new'))?.toString()).toBe('v');
+    await be.close();
+    const be2 = Backend.open(p);
+    expect(be2.subDb('d').getBinary(Buffer.from('new'))?.toString()).toBe('v');
+    expect(be2.consistentIndex()).toBe(7);
+    await be2.close();
+  });
+});

@@ -1,0 +1,61 @@
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const LAUNCHER = path.resolve(__dirname, '../../../bin/etcd');
+
+// A throwaway repo root whose "tsc" is a stub that counts its runs and writes a main.js
+// echoing its arguments, so the launcher's own logic is what is tested.
+function fakeRoot(): string {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-launcher-'));
+  fs.mkdirSync(path.join(root, 'bin'));
+  fs.copyFileSync(LAUNCHER, path.join(root, 'bin', 'etcd'));
+  fs.chmodSync(path.join(root, 'bin', 'etcd'), 0o755);
+  fs.mkdirSync(path.join(root, 'node_modules', '.bin'), { recursive: true });
+  const tsc = path.join(root, 'node_modules', '.bin', 'tsc');
+  fs.writeFileSync(
+    tsc,
+    [
+      '#!/usr/bin/env bash',
+      'echo run >> builds.txt',
+      'sleep 0.5',
+      'mkdir -p dist/src',
+      'echo \'console.log(JSON.stringify(process.argv.slice(2)))\' > dist/src/main.js',
+      'exit 2',
+    ].join('\n'),
+  );
+  fs.chmodSync(tsc, 0o755);
+  return root;
+}
+
+describe('bin/etcd launcher', () => {
+  it('builds once even when started in parallel through a symlink, then passes arguments through', async () => {
+    const root = fakeRoot();
+    const linkDir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-link-'));
+    const link = path.join(linkDir, 'etcd');
+    fs.symlinkSync(path.join(root, 'bin', 'etcd'), link);
+    const runOne = () =>
+      new Promise<{ code: number | null; out: string }>((resolve) => {
+        const p = spawn(link, ['--name', 'a b', '--x=1'], { stdio: ['ignore', 'pipe', 'pipe'] });
+        let out = '';
+        p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+        p.on('close', (code) => resolve({ code, out }));
+      });
+    const results = await Promise.all([runOne(), runOne(), runOne()]);
+    for (const r of results) {
+      expect(r.code).toBe(0);
+      expect(JSON.parse(r.out)).toEqual(['--name', 'a b', '--x=1']);
+    }
+    expect(fs.readFileSync(path.join(root, 'builds.txt'), 'utf8').trim().split('\n')).toEqual(['run']);
+  });
+
+  it('reports a failed build', () => {
+    const root = fakeRoot();
+    fs.writeFileSync(path.join(root, 'node_modules', '.bin', 'tsc'), '#!/usr/bin/env bash\necho "src/x.ts: broken"\nexit 1\n');
+    const r = spawnSync(path.join(root, 'bin', 'etcd'), [], { encoding: 'utf8', timeout: 20_000 });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('src/x.ts: broken');
+  });
+});

@@ -1,0 +1,35 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Backend } from '../../../src/backend/backend';
+import { MvccStore } from '../../../src/mvcc/store';
+
+export function tempDbPath(): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mvcc-test-'));
+  return path.join(dir, 'member', 'snap', 'db');
+}
+
+export function openStore(dbPath = tempDbPath()): { backend: Backend; store: MvccStore; dbPath: string } {
+  const backend = Backend.open(dbPath, { mapSizeBytes: 256 * 1024 * 1024 });
+  const store = new MvccStore(backend);
+  return { backend, store, dbPath };
+}
+
+export async function closeStore(s: { backend: Backend; store: MvccStore }): Promise<void> {
+  await s.store.close();
+  await s.backend.close();
+}
+
+export const b = (s: string): Buffer => Buffer.from(s);
+
+/** Runs one write txn in its own batch. */
+export function write<T>(s: { backend: Backend; store: MvccStore }, fn: (txn: ReturnType<MvccStore['write']>) => T): T {
+  return s.backend.batch(() => {
+    const txn = s.store.write();
+    try {
+      return fn(txn);
+    } finally {
+      txn.end();
+    }
+  });
+}

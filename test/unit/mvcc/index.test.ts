@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import { KeyIndex } from '../../../src/mvcc/key_index';
+import { TreeIndex } from '../../../src/mvcc/tree_index';
+
+describe('KeyIndex', () => {
+  it('tracks generations: versions count from 1, a delete starts a new generation', () => {
+    const ki = new KeyIndex('a');
+    ki.put(2, 0);
+    ki.put(3, 0);
+    expect(ki.get(3)).toEqual({ modMain: 3, modSub: 0, createdMain: 2, ver: 2 });
+    expect(ki.get(2)).toEqual({ modMain: 2, modSub: 0, createdMain: 2, ver: 1 });
+    expect(ki.get(1)).toBeNull();
+    expect(ki.tombstone(4, 0)).toBe(true);
+    expect(ki.get(4)).toBeNull();
+    expect(ki.get(3)?.ver).toBe(2);
+    expect(ki.tombstone(5, 0)).toBe(false); // already deleted
+    ki.put(6, 1);
+    expect(ki.get(6)).toEqual({ modMain: 6, modSub: 1, createdMain: 6, ver: 1 });
+    expect(ki.get(5)).toBeNull();
+  });
+
+  it('asserts revisions increase', () => {
+    const ki = new KeyIndex('a');
+    ki.put(5, 1);
+    expect(() => ki.put(5, 0)).toThrow();
+    expect(() => ki.put(4, 9)).toThrow();
+  });
+
+  it('compacts keeping the revision visible at the compact revision', () => {
+    const ki = new KeyIndex('a');
+    ki.put(2, 0);
+    ki.put(4, 0);
+    ki.tombstone(6, 0);
+    ki.put(8, 0);
+    const avail = new Set<string>();
+    ki.compact(5, avail);
+    expect([...avail]).toEqual(['4_0']);
+    expect(ki.get(5)?.modMain).toBe(4);
+    expect(ki.get(9)?.modMain).toBe(8);
+    const avail2 = new Set<string>();
+    ki.compact(7, avail2);
+    // The generation that ended at 6 is gone; the current one has nothing <= 7.
+    expect([...avail2]).toEqual([]);
+    expect(ki.generations.length).toBe(1);
+    expect(ki.get(8)?.createdMain).toBe(8);
+  });
+
+  it('keeps a tombstone at exactly the compact revision (etcd >= 3.5.16) but not in hashes', () => {
+    const ki = new KeyIndex('a');
+    ki.put(2, 0);
+    ki.tombstone(3, 0);
+    const keep = new Set<string>();
+    ki.keep(3, keep);
+    expect(keep.size).toBe(0);
+    const avail = new Set<string>();
+    ki.compact(3, avail);
+    expect([...avail]).toEqual(['3_0']);
+    expect(ki.isEmpty()).toBe(false);
+    const avail2 = new Set<string>();
+    ki.compact(4, avail2);
+    expect(ki.isEmpty()).toBe(true);
+  });
+});
+
+describe('TreeIndex', () => {
+  it('ranges in byte order with binary keys, open ends and single keys', () => {
+    const t = new TreeIndex();
+    const keys = [Buffer.from([0x00]), Buffer.from([0x00, 0x00]), Buffer.from('a'), Buffer.from([0x61, 0xff]), Buffer.from([0xff]), Buffer.from([0xff, 0x00])];
+    keys.forEach((k, i) => t.put(k.toString('latin1'), i + 2, 0));
+    const all = t.range('\u0000', '', 100).map((h) => Buffer.from(h.key, 'latin1'));
+    expect(all).toEqual([...keys].sort(Buffer.compare));
+    expect(t.range('a', '\u00ff', 100).map((h) => h.key)).toEqual(['a', 'a\u00ff']);
+    expect(t.range('a', null, 100).map((h) => h.key)).toEqual(['a']);
+    expect(t.range('b', 'a', 100)).toEqual([]);
+    expect(t.keyCount()).toBe(6);
+    t.tombstone('a', 10, 0);
+    expect(t.keyCount()).toBe(5);
+    expect(t.range('a', null, 100)).toEqual([]);
+    expect(t.range('a', null, 9).length).toBe(1);
+  });
+});
