@@ -4,6 +4,7 @@ import type http from 'node:http';
 import type * as pb from '../pb/types';
 import { AlarmRequest_AlarmAction, AlarmType } from '../pb/types';
 import type { EtcdServerApi } from '../server/types';
+import { createGateway } from './gateway';
 import type { ApiLogger, MetricsHook } from './types';
 
 export interface HttpHandlerOptions {
@@ -13,13 +14,16 @@ export interface HttpHandlerOptions {
   checkTimeoutMs?: number;
   /** etcd's --cors origins; default ['*'] as etcd's default. */
   corsOrigins?: string[];
+  /** etcd's --enable-grpc-gateway (default true): JSON /v3/... endpoints. */
+  enableGrpcGateway?: boolean;
 }
 
 /** etcd's request timeout at default settings: 5s + 2 * 1000 ms election timeout. */
 export const DEFAULT_CHECK_TIMEOUT_MS = 7000;
 
 type Check = () => Promise<void>;
-type HttpHandler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
+/** The request listener, plus close() for the gateway's loopback gRPC clients. */
+export type HttpHandler = ((req: http.IncomingMessage, res: http.ServerResponse) => void) & { close(): void };
 
 const TEXT = 'text/plain; charset=utf-8';
 
@@ -177,6 +181,7 @@ export function createHttpHandler(server: EtcdServerApi, log: ApiLogger, opts: H
   };
 
   const cors = new Set(opts.corsOrigins ?? ['*']);
+  const gateway = opts.enableGrpcGateway === false ? undefined : createGateway(log);
   const addCors = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     const origin = cors.has('*') ? '*' : req.headers.origin;
     if (origin === undefined || (origin !== '*' && !cors.has(origin))) return;
@@ -195,6 +200,7 @@ export function createHttpHandler(server: EtcdServerApi, log: ApiLogger, opts: H
       res.end();
       return;
     }
+    if (gateway?.handle(req, res)) return;
     if (p === '/health') {
       if (req.method !== 'GET') return methodNotAllowed(res, 'GET');
       return serveHealth(url, res);
@@ -217,11 +223,12 @@ export function createHttpHandler(server: EtcdServerApi, log: ApiLogger, opts: H
     httpError(res, 404, '404 page not found');
   };
 
-  return (req, res) => {
+  const handler = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     route(req, res).catch((e: unknown) => {
       log.error('http handler failed', { path: req.url, error: errText(e) });
       if (!res.headersSent) httpError(res, 500, 'Internal Server Error');
       else res.destroy();
     });
   };
+  return Object.assign(handler, { close: () => gateway?.close() });
 }

@@ -12,22 +12,36 @@ export interface Revision {
   sub: number;
 }
 
-export function revToBytes(main: number, sub: number, tombstone = false): Buffer {
+const TWO_32 = 0x1_0000_0000;
+
+function writeU64(b: Buffer, v: number, at: number): void {
+  // Two 32-bit halves: exact for every safe integer, and no BigInt on the hot path.
+  b.writeUInt32BE(Math.floor(v / TWO_32), at);
+  b.writeUInt32BE(v >>> 0, at + 4);
+}
+
+function readU64(b: Buffer, at: number): number {
+  const v = b.readUInt32BE(at) * TWO_32 + b.readUInt32BE(at + 4);
+  assert(Number.isSafeInteger(v), 'revision beyond 2^53');
+  return v;
+}
+
+/** Writes the record key of (main, sub) into `into` (fresh when not given). */
+export function revToBytes(main: number, sub: number, tombstone = false, into?: Buffer): Buffer {
   assert(Number.isSafeInteger(main) && main >= 0 && Number.isSafeInteger(sub) && sub >= 0);
-  const b = Buffer.alloc(tombstone ? MARKED_REV_BYTES : REV_BYTES);
-  b.writeBigUInt64BE(BigInt(main), 0);
+  const len = tombstone ? MARKED_REV_BYTES : REV_BYTES;
+  const b = into && into.length === len ? into : Buffer.allocUnsafe(len);
+  writeU64(b, main, 0);
   b[8] = 0x5f; // '_'
-  b.writeBigUInt64BE(BigInt(sub), 9);
+  writeU64(b, sub, 9);
   if (tombstone) b[17] = MARK_TOMBSTONE;
   return b;
 }
 
 export function bytesToRev(b: Uint8Array): Revision {
   assert(b.length === REV_BYTES || b.length === MARKED_REV_BYTES, `bad revision key length ${b.length}`);
-  const buf = Buffer.from(b.buffer, b.byteOffset, b.length);
-  const main = Number(buf.readBigUInt64BE(0));
-  const sub = Number(buf.readBigUInt64BE(9));
-  return { main, sub };
+  const buf = Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.length);
+  return { main: readU64(buf, 0), sub: readU64(buf, 9) };
 }
 
 export function isTombstoneKey(b: Uint8Array): boolean {

@@ -82,6 +82,8 @@ export class MvccStore {
   private compactChain: Promise<void> = Promise.resolve();
   private closed = false;
   private sleepTimer: NodeJS.Timeout | null = null;
+  /** Scratch record key for point reads (lmdb-js copies the key before returning). */
+  private readonly readKey = Buffer.alloc(REV_BYTES);
   private wakeSleeper: (() => void) | null = null;
 
   constructor(private readonly backend: Backend) {
@@ -128,7 +130,8 @@ export class MvccStore {
   }
 
   private readRecord(main: number, sub: number): KeyValue {
-    const raw = this.kv.getBinary(revToBytes(main, sub));
+    // getBinaryFast returns memory reused by the next read; decodeKeyValue copies out of it.
+    const raw = this.kv.getBinaryFast(revToBytes(main, sub, false, this.readKey));
     assert(raw, `index points at missing record ${main}.${sub}`);
     return decodeKeyValue(raw);
   }

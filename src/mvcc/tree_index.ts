@@ -87,7 +87,7 @@ export class TreeIndex {
     const out: IndexHit[] = [];
     this.visit(key, end, (ki) => {
       const g = ki.get(atRev);
-      if (g) out.push({ key: ki.key, ...g });
+      if (g) out.push({ key: ki.key, modMain: g.modMain, modSub: g.modSub, createdMain: g.createdMain, ver: g.ver });
     });
     return out;
   }

@@ -83,6 +83,7 @@ export class Raft {
   heartbeatElapsed = 0;
   readonly checkQuorum: boolean;
   readonly preVote: boolean;
+  readonly stepDownOnRemoval: boolean;
   readonly heartbeatTimeout: number;
   readonly electionTimeout: number;
   randomizedElectionTimeout = 0;
@@ -99,6 +100,7 @@ export class Raft {
     this.maxUncommittedSizeBytes = c.maxUncommittedEntriesSizeBytes === 0 ? NO_LIMIT : c.maxUncommittedEntriesSizeBytes;
     this.checkQuorum = c.checkQuorum;
     this.preVote = c.preVote;
+    this.stepDownOnRemoval = c.stepDownOnRemoval ?? true;
     this.heartbeatTimeout = c.heartbeatTick;
     this.electionTimeout = c.electionTick;
     this.readOnly = new ReadOnly(MAX_PENDING_READ_INDEX_REQUESTS);
@@ -858,8 +860,9 @@ export class Raft {
     const pr = this.prs.progress.get(this.id);
     this.isLearner = pr !== undefined && pr.isLearner;
     if ((pr === undefined || this.isLearner) && this.state === StateType.Leader) {
-      // Removed (or demoted) leader: it keeps leading until the server stops it, but counts itself
-      // no more (committed() ignores non-voters) and accepts no new proposals.
+      // Removed or demoted leader. Stepping down lets the remaining voters elect a leader at once;
+      // otherwise it keeps leading (without counting itself) until the server stops it.
+      if (this.stepDownOnRemoval) this.becomeFollower(this.term, NONE);
       return cs;
     }
     if (this.state !== StateType.Leader || cs.voters.length === 0) return cs;

@@ -138,6 +138,8 @@ export interface RaftConfig {
   maxCommittedSizePerReadyBytes?: number;
   checkQuorum: boolean;
   preVote: boolean;
+  /** A leader removed from (or demoted in) the configuration steps down; default true (etcd 3.6). */
+  stepDownOnRemoval?: boolean;
   /** Uniform in [0, 1); the only source of randomness. */
   random: () => number;
   logger?: RaftLogger;

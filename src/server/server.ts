@@ -413,6 +413,8 @@ export class EtcdServer implements EtcdServerApi {
 
   private async propose(req: pb.InternalRaftRequest): Promise<unknown> {
     if (this.stopped) throw etcdError('Stopped');
+    // Like etcd's raft node, a proposal waits (bounded) for a leader instead of failing at once.
+    await this.waitLeader();
     if (this.committedIndex - this.appliedIndex > MAX_APPLY_GAP) throw etcdError('RequestTooManyRequests');
     const id = this.idGen.next().toString();
     const full: pb.InternalRaftRequest = { ...req, header: { ID: id, username: '', authRevision: '0' } } as pb.InternalRaftRequest;
@@ -431,9 +433,10 @@ export class EtcdServer implements EtcdServerApi {
   }
 
   /** Resolves when this member has applied everything committed before the call (linearizable read). */
-  private linearizableReadNotify(): Promise<void> {
-    if (this.stopped) return Promise.reject(etcdError('Stopped'));
-    if (this.readWaiters.length >= MAX_READ_WAITERS) return Promise.reject(etcdError('RequestTooManyRequests'));
+  private async linearizableReadNotify(): Promise<void> {
+    if (this.stopped) throw etcdError('Stopped');
+    await this.waitLeader();
+    if (this.readWaiters.length >= MAX_READ_WAITERS) throw etcdError('RequestTooManyRequests');
     const p = new Promise<void>((resolve, reject) => this.readWaiters.push({ resolve, reject }));
     this.issueReadIndex();
     return p;
@@ -564,6 +567,7 @@ export class EtcdServer implements EtcdServerApi {
 
   private waitLeader(): Promise<void> {
     if (this.leaderId !== 0n) return Promise.resolve();
+    if (this.leaderWaiters.length >= MAX_READ_WAITERS) return Promise.reject(etcdError('RequestTooManyRequests'));
     return new Promise((resolve, reject) => {
       const t = setTimeout(() => reject(etcdError('NoLeader')), this.requestTimeoutMs);
       this.leaderWaiters.push(() => {
@@ -580,7 +584,8 @@ export class EtcdServer implements EtcdServerApi {
   }
 
   async memberList(_req: pb.MemberListRequest): Promise<pb.MemberListResponse> {
-    return { header: this.header(), members: this.members.list().map((m) => this.memberToPb(m)) } as pb.MemberListResponse;
+    // etcd's Cluster service headers carry no revision.
+    return { header: { ...this.header(), revision: '0' }, members: this.members.list().map((m) => this.memberToPb(m)) } as pb.MemberListResponse;
   }
 
   async memberAdd(_req: pb.MemberAddRequest): Promise<pb.MemberAddResponse> {

@@ -2,7 +2,7 @@
 // plus the MessageBatch framing of the peer stream.
 import assert from 'node:assert';
 import * as protobuf from 'protobufjs';
-import { decodeMessage, encodeMessage } from '../pb/internal';
+import { messageType } from '../pb/internal';
 import type * as pb from '../pb/types';
 import type { MessageInit } from '../pb/types';
 import type { ConfState, Entry, Message, Snapshot } from '../raft/types';
@@ -111,12 +111,171 @@ export function messageFromPb(p: pb.Message): Message {
   };
 }
 
+// The hot path below skips the proto-loader object shapes (decimal strings, then BigInt/Number):
+// it hands protobufjs numbers and {low, high} pairs directly and reads its Longs back, which is
+// several times cheaper per message than encodeMessage/decodeMessage.
+
+interface LongLike {
+  low: number;
+  high: number;
+  unsigned?: boolean;
+}
+
+type WireU64 = number | LongLike;
+
+const TWO_32 = 2 ** 32;
+const MAX_SAFE_BIG = BigInt(Number.MAX_SAFE_INTEGER);
+
+const U64_LIMIT = 1n << 64n;
+
+// Checks build their message only on failure: a template string per field would dominate the cost.
+function idToWire(n: bigint): WireU64 {
+  if (n < 0n || n >= U64_LIMIT) assert.fail(`not a uint64 ID: ${n}`);
+  if (n <= MAX_SAFE_BIG) return Number(n);
+  return { low: Number(n & 0xffffffffn) | 0, high: Number(n >> 32n) | 0, unsigned: true };
+}
+
+function numToWire(n: number): number {
+  if (!(Number.isSafeInteger(n) && n >= 0)) assert.fail(`not a uint64-safe number: ${n}`);
+  return n;
+}
+
+function wireToBigint(v: WireU64 | null | undefined): bigint {
+  if (v === null || v === undefined) return 0n;
+  if (typeof v === 'number') return BigInt(v);
+  return (BigInt(v.high >>> 0) << 32n) | BigInt(v.low >>> 0);
+}
+
+function wireToNumber(v: WireU64 | null | undefined): number {
+  if (v === null || v === undefined) return 0;
+  if (typeof v === 'number') return v;
+  const n = (v.high >>> 0) * TWO_32 + (v.low >>> 0);
+  // Index/term/commit above 2^53 cannot come from a sane peer; refuse instead of rounding.
+  if (!Number.isSafeInteger(n)) assert.fail('uint64 beyond 2^53 in raft message');
+  return n;
+}
+
+interface WireEntry {
+  Term?: WireU64;
+  Index?: WireU64;
+  Type?: number;
+  Data?: Uint8Array;
+}
+interface WireConfState {
+  voters?: WireU64[];
+  learners?: WireU64[];
+  votersOutgoing?: WireU64[];
+  learnersNext?: WireU64[];
+  autoLeave?: boolean;
+}
+interface WireSnapshot {
+  data?: Uint8Array;
+  metadata?: { confState?: WireConfState | null; index?: WireU64; term?: WireU64 } | null;
+}
+interface WireMessage {
+  type?: number;
+  to?: WireU64;
+  from?: WireU64;
+  term?: WireU64;
+  logTerm?: WireU64;
+  index?: WireU64;
+  entries?: WireEntry[];
+  commit?: WireU64;
+  snapshot?: WireSnapshot | null;
+  reject?: boolean;
+  rejectHint?: WireU64;
+  context?: Uint8Array;
+}
+
+function asBuffer(u: Uint8Array | undefined): Buffer {
+  if (u === undefined) return Buffer.alloc(0);
+  return Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+}
+
+function toWire(m: Message): WireMessage {
+  const w: WireMessage = {
+    type: m.type,
+    to: idToWire(m.to),
+    from: idToWire(m.from),
+    term: numToWire(m.term),
+    logTerm: numToWire(m.logTerm),
+    index: numToWire(m.index),
+    entries: m.entries.map((e) => ({ Term: numToWire(e.term), Index: numToWire(e.index), Type: e.type, Data: e.data })),
+    commit: numToWire(m.commit),
+    reject: m.reject,
+    rejectHint: numToWire(m.rejectHint),
+  };
+  if (m.snapshot !== null) {
+    const md = m.snapshot.metadata;
+    const cs = md.confState;
+    w.snapshot = {
+      data: m.snapshot.data,
+      metadata: {
+        index: numToWire(md.index),
+        term: numToWire(md.term),
+        confState: {
+          voters: cs.voters.map(idToWire),
+          learners: cs.learners.map(idToWire),
+          votersOutgoing: cs.votersOutgoing.map(idToWire),
+          learnersNext: cs.learnersNext.map(idToWire),
+          autoLeave: cs.autoLeave,
+        },
+      },
+    };
+  }
+  if (m.context !== null) w.context = m.context;
+  return w;
+}
+
+function fromWire(w: WireMessage): Message {
+  let snapshot: Snapshot | null = null;
+  if (w.snapshot !== null && w.snapshot !== undefined) {
+    const md = w.snapshot.metadata ?? null;
+    const cs = md?.confState ?? null;
+    snapshot = {
+      data: asBuffer(w.snapshot.data),
+      metadata: {
+        index: wireToNumber(md?.index),
+        term: wireToNumber(md?.term),
+        confState: {
+          voters: (cs?.voters ?? []).map(wireToBigint),
+          learners: (cs?.learners ?? []).map(wireToBigint),
+          votersOutgoing: (cs?.votersOutgoing ?? []).map(wireToBigint),
+          learnersNext: (cs?.learnersNext ?? []).map(wireToBigint),
+          autoLeave: cs?.autoLeave ?? false,
+        },
+      },
+    };
+  }
+  const context = w.context === undefined || w.context.length === 0 ? null : asBuffer(w.context);
+  return {
+    type: w.type ?? 0,
+    to: wireToBigint(w.to),
+    from: wireToBigint(w.from),
+    term: wireToNumber(w.term),
+    logTerm: wireToNumber(w.logTerm),
+    index: wireToNumber(w.index),
+    entries: (w.entries ?? []).map((e) => ({
+      term: wireToNumber(e.Term),
+      index: wireToNumber(e.Index),
+      type: e.Type ?? 0,
+      data: asBuffer(e.Data),
+    })),
+    commit: wireToNumber(w.commit),
+    snapshot,
+    reject: w.reject ?? false,
+    rejectHint: wireToNumber(w.rejectHint),
+    context,
+  };
+}
+
 export function encodeRaftMessage(m: Message): Buffer {
-  return encodeMessage('raftpb.Message', messageToPb(m));
+  const out = messageType('raftpb.Message').encode(toWire(m)).finish();
+  return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
 }
 
 export function decodeRaftMessage(buf: Uint8Array): Message {
-  return messageFromPb(decodeMessage('raftpb.Message', buf));
+  return fromWire(messageType('raftpb.Message').decode(buf) as unknown as WireMessage);
 }
 
 /** A MessageBatch holding already-encoded raftpb.Messages. */

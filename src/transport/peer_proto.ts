@@ -14,6 +14,7 @@ export const STREAM_PATH = `/${SERVICE}/Stream`;
 export const SNAPSHOT_PATH = `/${SERVICE}/Snapshot`;
 export const MEMBER_INFO_PATH = `/${SERVICE}/MemberInfo`;
 
+export const EMPTY = Buffer.alloc(0);
 export const identity = (b: Buffer): Buffer => b;
 
 let cachedRoot: protobuf.Root | undefined;
@@ -52,10 +53,8 @@ export function encodeChunk(c: ChunkMsg): Buffer {
 
 export function decodeChunk(buf: Buffer): ChunkMsg {
   const t = type('peerpb.Chunk');
-  const m = t.decode(buf) as unknown as { totalBytes?: number | { toNumber(): number }; data?: Uint8Array };
-  const has = Object.prototype.hasOwnProperty.call(m, 'totalBytes') && m.totalBytes != null;
-  const total = has ? (typeof m.totalBytes === 'number' ? m.totalBytes : (m.totalBytes as { toNumber(): number }).toNumber()) : null;
-  return { totalBytes: total, data: m.data === undefined ? Buffer.alloc(0) : toBuffer(m.data) };
+  const o = t.toObject(t.decode(buf), { longs: Number, defaults: false }) as { totalBytes?: number; data?: Uint8Array };
+  return { totalBytes: o.totalBytes ?? null, data: o.data === undefined ? EMPTY : toBuffer(o.data) };
 }
 
 export interface MemberInfo {
@@ -78,8 +77,6 @@ export function decodeMemberInfo(buf: Buffer): MemberInfo {
   const o = t.toObject(t.decode(buf), { longs: String, defaults: true }) as { clusterId: string; memberId: string; membersJson: string };
   return { clusterId: BigInt(o.clusterId), memberId: BigInt(o.memberId), membersJson: o.membersJson };
 }
-
-export const EMPTY = Buffer.alloc(0);
 
 function method(path: string, requestStream: boolean, responseStream: boolean): grpc.MethodDefinition<Buffer, Buffer> {
   return {

@@ -36,6 +36,13 @@ export interface WatchHubOptions {
   progressNotifyIntervalMs: number;
   /** Events read from the store per catch-up batch (a revision is never split). Default 1000. */
   maxEventsPerResponse?: number;
+  /**
+   * A catch-up response is cut (between revisions) once its events reach about this many bytes,
+   * so replaying large values does not produce messages beyond a client's receive limit
+   * (grpc-js clients default to 4 MiB). Live responses hold exactly one revision and are
+   * never cut. Default 1.5 MiB (etcd's default --max-request-bytes).
+   */
+  maxCatchUpResponseBytes?: number;
   /** Unsynced watchers served per catch-up batch (etcd's maxWatchersPerSync). Default 512. */
   maxWatchersPerSync?: number;
   /** Timer for progress notifications; tests inject fakes. Default setTimeout (unref'd). */
@@ -78,11 +85,47 @@ function response(watchId: number, headerRevision: number, extra: Partial<WatchS
   };
 }
 
+/** Rough encoded size of an event: its bytes plus a fixed allowance for the other fields. */
+function eventBytes(ev: MvccEvent): number {
+  let n = 48 + ev.kv.key.length + ev.kv.value.length;
+  if (ev.prevKv !== null) n += 48 + ev.prevKv.key.length + ev.prevKv.value.length;
+  return n;
+}
+
+/**
+ * Cuts events (in revision order) into runs of about maxBytes, only between revisions: a
+ * single revision larger than maxBytes stays whole. Always returns at least one chunk when
+ * there are events, none when there are none.
+ */
+export function splitAtRevisions(events: MvccEvent[], maxBytes: number): MvccEvent[][] {
+  const chunks: MvccEvent[][] = [];
+  let chunk: MvccEvent[] = [];
+  let chunkBytes = 0;
+  let i = 0;
+  while (i < events.length) {
+    const rev = events[i].kv.modRevision;
+    let j = i;
+    let revBytes = 0;
+    while (j < events.length && events[j].kv.modRevision === rev) revBytes += eventBytes(events[j++]);
+    if (chunk.length > 0 && chunkBytes + revBytes > maxBytes) {
+      chunks.push(chunk);
+      chunk = [];
+      chunkBytes = 0;
+    }
+    for (let k = i; k < j; k++) chunk.push(events[k]);
+    chunkBytes += revBytes;
+    i = j;
+  }
+  if (chunk.length > 0) chunks.push(chunk);
+  return chunks;
+}
+
 export class WatchHub {
   private readonly store: WatchableStore;
   private readonly progressIntervalMs: number;
   private readonly maxEventsPerBatch: number;
   private readonly maxWatchersPerSync: number;
+  private readonly maxCatchUpResponseBytes: number;
   private readonly setTimer: (fn: () => void, ms: number) => unknown;
   private readonly clearTimer: (handle: unknown) => void;
   private readonly schedule: (fn: () => void) => void;
@@ -107,6 +150,8 @@ export class WatchHub {
     this.progressIntervalMs = opts.progressNotifyIntervalMs;
     this.maxEventsPerBatch = opts.maxEventsPerResponse ?? 1000;
     this.maxWatchersPerSync = opts.maxWatchersPerSync ?? 512;
+    this.maxCatchUpResponseBytes = opts.maxCatchUpResponseBytes ?? 1.5 * 1024 * 1024;
+    assert(this.maxCatchUpResponseBytes > 0);
     assert(this.maxEventsPerBatch >= 1 && this.maxWatchersPerSync >= 1);
     this.setTimer = opts.setTimer ?? defaultSetTimer;
     this.clearTimer = opts.clearTimer ?? defaultClearTimer;
@@ -385,13 +430,25 @@ export class WatchHub {
       // A sink call in this batch may have paused the stream or canceled the watcher.
       if (w.state !== 'unsynced' || stream.paused) continue;
       touched.add(stream);
+      const chunks = splitAtRevisions(perWatcher.get(w) ?? [], this.maxCatchUpResponseBytes);
+      let stoppedAt = 0;
+      for (const chunk of chunks) {
+        if (w.state !== 'unsynced') break;
+        if (chunk !== chunks[0] && stream.paused) {
+          // The client stopped reading mid-batch: resume from this chunk's revision later.
+          stoppedAt = chunk[0].kv.modRevision;
+          break;
+        }
+        w.progressPending = false;
+        stream.emit(response(w.id, cur, { events: chunk }));
+      }
+      if (w.state !== 'unsynced') continue;
+      if (stoppedAt > 0) {
+        w.minRev = stoppedAt;
+        continue;
+      }
       w.minRev = Math.max(w.minRev, nextRev);
       if (w.minRev > cur) this.toSynced(w);
-      const evs = perWatcher.get(w);
-      if (evs !== undefined) {
-        w.progressPending = false;
-        stream.emit(response(w.id, cur, { events: evs }));
-      }
     }
   }
 

@@ -45,12 +45,6 @@ export class Watcher {
     this.state = state;
   }
 
-  matches(key: Buffer): boolean {
-    if (this.end === null) return key.equals(this.key);
-    if (Buffer.compare(key, this.key) < 0) return false;
-    return this.end.length === 0 || Buffer.compare(key, this.end) < 0;
-  }
-
   /** False when a NOPUT/NODELETE filter drops the event. */
   accepts(ev: MvccEvent): boolean {
     if (ev.type === EventType.PUT) return !this.noPut;

@@ -57,6 +57,21 @@ describe('put and get', () => {
     expect(await ok(['get', 'pg/missing'])).toBe('');
   });
 
+  it('prints the previous pair with put --prev-kv and keeps the value with --ignore-value', async () => {
+    await ok(['put', 'pv/k', 'v1']);
+    expect(await ok(['put', 'pv/k', 'v2', '--prev-kv'])).toBe('OK\npv/k\nv1\n');
+    expect(await ok(['put', 'pv/k', '--ignore-value'])).toBe('OK\n');
+    expect(await ok(['get', 'pv/k', '--print-value-only'])).toBe('v2\n');
+    expect(await fails(['put', 'pv/none', '--ignore-value'])).toBe('Error: etcdserver: key not found');
+    expect(await fails(['put', '', 'v'])).toBe('Error: etcdserver: key is not provided');
+  });
+
+  it('runs a command under a lock', async () => {
+    expect(await ok(['lock', 'ctl-lock', 'echo', 'held'])).toBe('held\n');
+    // The lock key is released (deleted) afterwards.
+    expect(await ok(['get', 'ctl-lock', '--prefix', '--keys-only'])).toBe('');
+  });
+
   it('gets by prefix, by [key, range_end) and from-key', async () => {
     for (const k of ['r/a', 'r/b', 'r/c', 'r0']) await ok(['put', k, `val-${k}`]);
     expect(await ok(['get', 'r/', '--prefix'])).toBe('r/a\nval-r/a\nr/b\nval-r/b\nr/c\nval-r/c\n');
@@ -291,10 +306,8 @@ describe('cluster and maintenance', () => {
     );
   });
 
-  it('lists no alarms and defragments', async () => {
+  it('lists no alarms', async () => {
     expect(await ok(['alarm', 'list'])).toBe('');
-    expect(await ok(['defrag'])).toBe(`Finished defragmenting etcd member[${m.clientHostPort}]\n`);
-    expect(await ok(['get', 'pg/one', '--print-value-only'])).toBe('v1\n');
   });
 
   it('hashes the key space (stable without writes, changed by a write)', async () => {
@@ -322,7 +335,7 @@ describe('cluster and maintenance', () => {
 });
 
 // Last: compaction changes what the other tests could read.
-describe('compaction', () => {
+describe('compaction and defragmentation', () => {
   it('compacts, then reads below the compacted revision fail with etcd text', async () => {
     const rev1 = await putRev('cp/k', 'old');
     const rev2 = await putRev('cp/k', 'new');
@@ -334,5 +347,12 @@ describe('compaction', () => {
     expect(await fails(['compaction', String(rev2 + 1000)])).toBe('Error: etcdserver: mvcc: required revision is a future revision');
     const w = await run(['watch', 'cp/k', `--rev=${rev1}`]);
     expect(w.stdout + w.stderr).toContain('watch was canceled (etcdserver: mvcc: required revision has been compacted)');
+  });
+
+  it('defragments and still serves reads and writes', async () => {
+    expect(await ok(['defrag'])).toBe(`Finished defragmenting etcd member[${m.clientHostPort}]\n`);
+    expect(await ok(['get', 'pg/one', '--print-value-only'])).toBe('v1\n');
+    expect(await ok(['put', 'after/defrag', 'x'])).toBe('OK\n');
+    expect(await ok(['get', 'after/defrag', '--print-value-only'])).toBe('x\n');
   });
 });

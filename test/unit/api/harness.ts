@@ -47,6 +47,7 @@ export async function startHarness(opts: { metrics?: MetricsHook; fake?: FakeSer
     },
     async close(): Promise<void> {
       for (const c of clients) c.close();
+      handler.close();
       await listeners.close();
       g.grpcServer.forceShutdown();
     },

@@ -379,3 +379,11 @@ describe.skipIf(!fs.existsSync(REAL_ETCD))('same output as the real etcd', () =>
     if (ours.kind === 'help') expect(ours.usage.startsWith('Usage:\n\n  etcd [flags]\n')).toBe(true);
   });
 });
+
+describe('sub-commands', () => {
+  it('gateway and grpc-proxy are refused plainly', () => {
+    const r = fail(['grpc-proxy', 'start']);
+    expect(r.exitCode).toBe(1);
+    expect(r.stderrText).toBe('etcd grpc-proxy is not available in this server\n');
+  });
+});

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Backend } from '../../../src/backend/backend';
 import { MvccStore } from '../../../src/mvcc/store';
+import type { MvccEvent } from '../../../src/mvcc/types';
 
 export function tempDbPath(): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mvcc-test-'));
@@ -22,14 +23,16 @@ export async function closeStore(s: { backend: Backend; store: MvccStore }): Pro
 
 export const b = (s: string): Buffer => Buffer.from(s);
 
-/** Runs one write txn in its own batch. */
-export function write<T>(s: { backend: Backend; store: MvccStore }, fn: (txn: ReturnType<MvccStore['write']>) => T): T {
+/** Runs one write txn in its own batch; returns its events. */
+export function write(s: { backend: Backend; store: MvccStore }, fn: (txn: ReturnType<MvccStore['write']>) => unknown): MvccEvent[] {
   return s.backend.batch(() => {
     const txn = s.store.write();
     try {
-      return fn(txn);
-    } finally {
+      fn(txn);
+    } catch (e) {
       txn.end();
+      throw e;
     }
+    return txn.end();
   });
 }

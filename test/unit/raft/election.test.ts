@@ -133,4 +133,47 @@ describe('leader election (Raft §5.2)', () => {
     // The old entry of 1 was overwritten by 2's log: never applied anywhere.
     for (const id of [1n, 2n, 3n]) expect(c.appliedData(id)).toEqual([]);
   });
+
+  it('Figure 8: an entry of an earlier term stored on a majority is not committed by counting replicas', () => {
+    // One entry per MsgApp so the old-term entry can reach a majority without the new-term one.
+    const c = new Cluster([1n, 2n, 3n, 4n, 5n], { maxSizePerMsgBytes: 0 });
+    c.stabilize();
+    c.elect(1n); // term 2, empty entry at 6
+    // (a) 1 writes 'x' at index 7 (term 2) and replicates it to 2 only.
+    c.drop = (m) => m.type === MessageType.MsgApp && m.from === 1n && m.to !== 2n;
+    c.get(1n).node.propose(Buffer.from('x'));
+    c.stabilize();
+    // (b) 1 is down; 5 wins term 3 with 3 and 4 and appends its own entry at 7 that nobody receives.
+    c.drop = (m) => m.from === 1n || m.to === 1n || (m.from === 5n && m.type === MessageType.MsgApp);
+    c.elect(5n);
+    // (c) 5 is down; 1 restarts and wins term 4 and replicates 'x' (term 2) to 3, but not its term-4 entry.
+    // (Followers lacking index 7 still see, and reject, the term-4 probes, so 1 backs up and sends 'x'.)
+    const holdsX = (id: bigint) => c.get(id).storage.lastIndex() >= 7;
+    c.drop = (m) =>
+      m.from === 5n ||
+      m.to === 5n ||
+      (m.from === 1n && m.type === MessageType.MsgApp && m.entries.some((e) => e.term === 4) && holdsX(m.to));
+    c.restart(1n);
+    c.stabilize();
+    c.get(1n).node.campaign(); // term 3: 3 and 4 already voted for 5
+    c.stabilize();
+    c.elect(1n);
+    expect(c.get(1n).node.status().term).toBe(4);
+    const n1 = c.get(1n).node;
+    expect(n1.status().progress!.get(3n)!.match).toBe(7);
+    expect(n1.status().commit).toBe(6); // 'x' is on 1, 2, 3 but is not committed
+    // (d) 1 is down; 5 restarts and can win again (its last term 3 beats their term 2), overwriting 7.
+    c.drop = (m) => m.from === 1n || m.to === 1n;
+    c.restart(5n);
+    c.stabilize();
+    c.get(5n).node.campaign(); // term 4: the others voted for 1
+    c.stabilize();
+    c.elect(5n);
+    c.get(5n).node.propose(Buffer.from('y'));
+    c.stabilize();
+    for (const id of [2n, 3n, 4n, 5n]) expect(c.appliedData(id)).toEqual(['y']);
+    c.heal();
+    c.tickAll(3);
+    expect(c.appliedData(1n)).toEqual(['y']);
+  });
 });

@@ -76,9 +76,18 @@ export class Cluster {
   readonly nodes = new Map<bigint, TestNode>();
   readonly sent: Message[] = [];
   drop: Filter = () => false;
+  private readonly over: Partial<RaftConfig>;
 
   constructor(ids: bigint[], over: Partial<RaftConfig> = {}, bootstrapIds: bigint[] = ids) {
+    this.over = over;
     for (const id of ids) this.add(id, over, bootstrapIds);
+  }
+
+  /** Crash and restart: a new RawNode over what `id` persisted; the log is re-applied from the start. */
+  restart(id: bigint): void {
+    const n = this.get(id);
+    n.node = new RawNode(config(id, n.storage, this.over));
+    n.applied = [];
   }
 
   add(id: bigint, over: Partial<RaftConfig> = {}, bootstrapIds: bigint[] | null = null): TestNode {

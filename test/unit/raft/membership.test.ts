@@ -191,3 +191,25 @@ describe('leader transfer', () => {
     expect(c.leaders()).toEqual([2n]);
   });
 });
+
+describe('removing the leader', () => {
+  it('the removed leader steps down once it applies its removal and the rest elect a new leader', () => {
+    const c = new Cluster([1n, 2n, 3n]);
+    c.stabilize();
+    c.elect(1n);
+    c.get(1n).node.proposeConfChange(cc(ConfChangeType.RemoveNode, 1n));
+    c.stabilize();
+    expect(c.get(1n).node.status().raftState).toBe(StateType.Follower);
+    expect(c.get(1n).node.raft.promotable()).toBe(false);
+    // The server stops a removed member; the others elect among themselves.
+    c.drop = (m) => m.from === 1n || m.to === 1n;
+    c.tickAll(30);
+    const leaders = c.leaders();
+    expect(leaders).toHaveLength(1);
+    expect([2n, 3n]).toContain(leaders[0]);
+    c.get(leaders[0]!).node.propose(Buffer.from('after'));
+    c.stabilize();
+    expect(c.appliedData(2n)).toEqual(['after']);
+    expect(c.appliedData(3n)).toEqual(['after']);
+  });
+});

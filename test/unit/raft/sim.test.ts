@@ -3,11 +3,14 @@
 // of the paper) after every step, then liveness once the faults stop.
 import { describe, expect, it } from 'vitest';
 import {
+  ConfChange,
+  ConfChangeType,
   ConfState,
   Entry,
   EntryType,
   MemoryStorage,
   Message,
+  MessageType,
   RawNode,
   StateType,
   decodeConfChange,
@@ -16,6 +19,8 @@ import { config, seededRandom } from './helpers';
 
 interface SimNode {
   id: bigint;
+  /** Applied its own removal: stopped for good, as an etcd member shuts down. */
+  removed: boolean;
   node: RawNode | null; // null while crashed
   durable: MemoryStorage; // what survived a crash: persisted hard state, entries, snapshot
   appliedIndex: number;
@@ -37,6 +42,8 @@ interface SimOptions {
   partitionRate: number;
   proposeRate: number;
   compactRate: number;
+  /** Per tick: the leader proposes a membership change (add voter/learner, promote, remove). */
+  confChangeRate: number;
 }
 
 class SafetyViolation extends Error {}
@@ -72,7 +79,10 @@ class Sim {
   readonly maxInflight: number;
   readonly maxSizePerMsg: number;
   faultsOn = true;
-  readonly stats = { snapshotsInstalled: 0, crashes: 0, partitions: 0, leadersElected: 0 };
+  readonly stats = { snapshotsInstalled: 0, crashes: 0, partitions: 0, leadersElected: 0, confChanges: 0 };
+  /** Bound on members ever created, so membership churn stays small. */
+  static readonly MAX_NODES = 8;
+  readonly removedIds = new Set<bigint>();
 
   constructor(readonly seed: number, readonly o: SimOptions) {
     this.rand = seededRandom(seed);
@@ -84,7 +94,7 @@ class Sim {
     this.ids = Array.from({ length: o.nodes }, (_, i) => BigInt(i + 1));
     for (const id of this.ids) {
       const durable = new MemoryStorage();
-      const sn: SimNode = { id, node: null, durable, appliedIndex: 0, proposals: 0 };
+      const sn: SimNode = { id, removed: false, node: null, durable, appliedIndex: 0, proposals: 0 };
       this.nodes.set(id, sn);
       sn.node = this.newRawNode(sn, 0);
       sn.node.bootstrap(this.ids);
@@ -115,6 +125,7 @@ class Sim {
   }
 
   restart(sn: SimNode): void {
+    if (sn.removed) return;
     sn.durable = copyDurable(sn.durable);
     // The state machine restarts from the snapshot; entries after it are re-applied.
     sn.appliedIndex = sn.durable.snapshot().metadata.index;
@@ -122,7 +133,38 @@ class Sim {
   }
 
   connected(a: bigint, b: bigint): boolean {
-    return this.partition === null || this.partition.get(a) === this.partition.get(b);
+    return this.partition === null || (this.partition.get(a) ?? 0) === (this.partition.get(b) ?? 0);
+  }
+
+  /** The leader proposes one membership change; new members start empty and learn the log. */
+  maybeChangeMembership(): void {
+    const leader = [...this.nodes.values()].find((sn) => sn.node?.status().raftState === StateType.Leader);
+    if (!leader) return;
+    const prs = leader.node!.raft.prs;
+    const voters = prs.voterIds();
+    const learners = prs.confState().learners;
+    const choice = this.rand();
+    let change: ConfChange | null = null;
+    if (choice < 0.35 && this.nodes.size < Sim.MAX_NODES) {
+      const id = BigInt(this.nodes.size + 1);
+      const sn: SimNode = { id, removed: false, node: null, durable: new MemoryStorage(), appliedIndex: 0, proposals: 0 };
+      this.nodes.set(id, sn);
+      sn.node = this.newRawNode(sn, 0);
+      change = { type: this.rand() < 0.5 ? ConfChangeType.AddNode : ConfChangeType.AddLearnerNode, nodeId: id, context: null };
+    } else if (choice < 0.6 && learners.length > 0) {
+      change = { type: ConfChangeType.AddNode, nodeId: learners[0]!, context: null };
+    } else if (choice < 0.8 && voters.length > 3) {
+      change = { type: ConfChangeType.RemoveNode, nodeId: voters[Math.floor(this.rand() * voters.length)]!, context: null };
+    } else if (learners.length > 0) {
+      change = { type: ConfChangeType.RemoveNode, nodeId: learners[0]!, context: null };
+    }
+    if (!change) return;
+    try {
+      leader.node!.proposeConfChange(change);
+      this.stats.confChanges++;
+    } catch (e) {
+      if (!(e instanceof Error) || e.message !== 'raft proposal dropped') throw e;
+    }
   }
 
   private apply(sn: SimNode, e: Entry): void {
@@ -135,7 +177,14 @@ class Sim {
     } else {
       this.committed.set(e.index, { term: e.term, data });
     }
-    if (e.type === EntryType.ConfChange) sn.node!.applyConfChange(decodeConfChange(e.data));
+    if (e.type === EntryType.ConfChange) {
+      const cc = decodeConfChange(e.data);
+      sn.node!.applyConfChange(cc);
+      if (cc.type === ConfChangeType.RemoveNode) {
+        this.removedIds.add(cc.nodeId);
+        if (cc.nodeId === sn.id) sn.removed = true;
+      }
+    }
   }
 
   private onLeader(sn: SimNode): void {
@@ -167,10 +216,24 @@ class Sim {
     sn.durable.append(rd.entries);
     if (rd.hardState) sn.durable.setHardState(rd.hardState);
     for (const e of rd.committedEntries) this.apply(sn, e);
-    for (const m of rd.messages) this.send(m);
+    for (const m of rd.messages) this.send(m.type === MessageType.MsgSnap ? this.freshSnapshot(sn, m) : m);
     n.advance(rd);
     if (rd.softState?.raftState === StateType.Leader) this.onLeader(sn);
+    if (sn.removed) sn.node = null;
     return true;
+  }
+
+  /**
+   * Like etcd's server (createMergedSnapshotMessage), send a snapshot of the state at the applied index
+   * with the current ConfState rather than the last stored one, which predates recently added members.
+   */
+  private freshSnapshot(sn: SimNode, m: Message): Message {
+    const r = sn.node!.raft;
+    const index = sn.appliedIndex;
+    return {
+      ...m,
+      snapshot: { data: Buffer.alloc(0), metadata: { index, term: r.raftLog.term(index), confState: r.prs.confState() } },
+    };
   }
 
   send(m: Message): void {
@@ -201,7 +264,8 @@ class Sim {
     }
     for (const { m } of due) {
       const to = this.nodes.get(m.to);
-      if (!to?.node || !this.connected(m.from, m.to)) {
+      // Like etcd's transport, members refuse traffic from removed members.
+      if (!to?.node || !this.connected(m.from, m.to) || this.removedIds.has(m.from) || this.removedIds.has(m.to)) {
         if (m.type === 7 /* MsgSnap */) this.nodes.get(m.from)?.node?.reportSnapshot(m.to, true);
         continue;
       }
@@ -258,10 +322,11 @@ class Sim {
         if (sn.node && this.rand() < o.crashRate) this.crash(sn);
         else if (!sn.node && this.rand() < 0.1) this.restart(sn);
       }
+      if (this.rand() < o.confChangeRate) this.maybeChangeMembership();
       if (this.rand() < o.partitionRate) {
         if (this.partition === null) {
           this.stats.partitions++;
-          this.partition = new Map(this.ids.map((id) => [id, Math.floor(this.rand() * 2)]));
+          this.partition = new Map([...this.nodes.keys()].map((id) => [id, Math.floor(this.rand() * 2)]));
         } else {
           this.partition = null;
         }
@@ -309,7 +374,10 @@ class Sim {
       }
       const finalHex = Buffer.from('final').toString('hex');
       const finalIdx = [...this.committed.entries()].find(([, c]) => c.data === finalHex)?.[0];
-      if (finalIdx !== undefined && [...this.nodes.values()].every((sn) => sn.appliedIndex >= finalIdx)) return;
+      // Members are what the leader's configuration says (added nodes whose change was refused are not).
+      const config = lead ? lead.node!.raft.prs.ids() : [];
+      const members = config.map((id) => this.nodes.get(id)!);
+      if (finalIdx !== undefined && lead && members.every((sn) => sn.appliedIndex >= finalIdx)) return;
     }
     throw new SafetyViolation(
       `no convergence after faults stopped: applied=${[...this.nodes.values()].map((s) => s.appliedIndex)} ` +
@@ -342,17 +410,20 @@ const base: Omit<SimOptions, 'nodes'> = {
   partitionRate: Number(process.env.RAFT_SIM_PARTITION ?? 0.02),
   proposeRate: 0.15,
   compactRate: 0.02,
+  confChangeRate: 0,
 };
 
-const SEEDS = Number(process.env.RAFT_SIM_SEEDS ?? 250);
+const SEEDS = Number(process.env.RAFT_SIM_SEEDS ?? 200);
+const MEMBERSHIP_SEEDS = Number(process.env.RAFT_SIM_MEMBERSHIP_SEEDS ?? 150);
+const CHAOS_SEEDS = Number(process.env.RAFT_SIM_CHAOS_SEEDS ?? 600);
 const FIRST_SEED = Number(process.env.RAFT_SIM_FIRST_SEED ?? 1);
 
-function runSeeds(seedBase: number, nodes: number): Sim['stats'] & { applied: number } {
-  const total = { applied: 0, snapshotsInstalled: 0, crashes: 0, partitions: 0, leadersElected: 0 };
-  for (let s = FIRST_SEED; s < FIRST_SEED + SEEDS; s++) {
-    const sim = runSeed(seedBase + s, { ...base, nodes });
+function runSeeds(seedBase: number, nodes: number, over: Partial<SimOptions> = {}, seeds = SEEDS): Sim['stats'] & { applied: number } {
+  const total = { applied: 0, snapshotsInstalled: 0, crashes: 0, partitions: 0, leadersElected: 0, confChanges: 0 };
+  for (let s = FIRST_SEED; s < FIRST_SEED + seeds; s++) {
+    const sim = runSeed(seedBase + s, { ...base, nodes, ...over });
     total.applied += sim.committed.size;
-    for (const k of ['snapshotsInstalled', 'crashes', 'partitions', 'leadersElected'] as const) total[k] += sim.stats[k];
+    for (const k of ['snapshotsInstalled', 'crashes', 'partitions', 'leadersElected', 'confChanges'] as const) total[k] += sim.stats[k];
   }
   if (process.env.RAFT_SIM_VERBOSE) console.log(`sim ${nodes} nodes`, total);
   return total;
@@ -373,6 +444,21 @@ describe('deterministic simulation', () => {
     expect(total.applied).toBeGreaterThan(SEEDS * 10);
     expect(total.snapshotsInstalled).toBeGreaterThan(0);
     expect(total.leadersElected).toBeGreaterThan(SEEDS * 2);
+  }, 120_000);
+
+  // Frequent crashes, long delays and partitions cause the leader churn of the paper's Figure 8; this
+  // scenario catches a leader that commits entries of an earlier term by counting replicas.
+  it(`3 nodes, ${CHAOS_SEEDS} seeds of heavy churn: no entry of an earlier term is committed by counting`, () => {
+    const chaos: SimOptions = { ...base, nodes: 3, dropRate: 0.2, crashRate: 0.05, partitionRate: 0.05, maxDelay: 8 };
+    let leaders = 0;
+    for (let s = FIRST_SEED; s < FIRST_SEED + CHAOS_SEEDS; s++) leaders += runSeed(200_000 + s, chaos).stats.leadersElected;
+    expect(leaders).toBeGreaterThan(CHAOS_SEEDS * 2);
+  }, 120_000);
+
+  it(`3 nodes, ${MEMBERSHIP_SEEDS} seeds with membership changes (add/remove voters, learners, promotion)`, () => {
+    const total = runSeeds(300_000, 3, { confChangeRate: 0.03 }, MEMBERSHIP_SEEDS);
+    expect(total.confChanges).toBeGreaterThan(MEMBERSHIP_SEEDS);
+    expect(total.applied).toBeGreaterThan(MEMBERSHIP_SEEDS * 10);
   }, 120_000);
 
   it('the same seed replays identically', () => {

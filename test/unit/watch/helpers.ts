@@ -25,7 +25,7 @@ export interface Client {
   accept: boolean;
 }
 
-export function setup(opts: { maxEventsPerResponse?: number; maxWatchersPerSync?: number } = {}) {
+export function setup(opts: { maxEventsPerResponse?: number; maxWatchersPerSync?: number; maxCatchUpResponseBytes?: number } = {}) {
   const store = new FakeStore();
   const queue: Array<() => void> = [];
   const timers: Array<() => void> = [];
@@ -33,6 +33,7 @@ export function setup(opts: { maxEventsPerResponse?: number; maxWatchersPerSync?
     progressNotifyIntervalMs: 1000,
     maxEventsPerResponse: opts.maxEventsPerResponse,
     maxWatchersPerSync: opts.maxWatchersPerSync,
+    maxCatchUpResponseBytes: opts.maxCatchUpResponseBytes,
     schedule: (fn) => queue.push(fn),
     setTimer: (fn) => {
       timers.push(fn);

@@ -74,7 +74,11 @@ function check(cond: boolean, msg: () => string): void {
 function runScenario(seed: number, steps: number, withCompaction: boolean): { responses: number; checks: number; compacted: number } {
   const rnd = mulberry32(seed);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)];
-  const env = setup({ maxEventsPerResponse: 1 + Math.floor(rnd() * 6), maxWatchersPerSync: 1 + Math.floor(rnd() * 4) });
+  const env = setup({
+    maxEventsPerResponse: 1 + Math.floor(rnd() * 8),
+    maxWatchersPerSync: 1 + Math.floor(rnd() * 4),
+    maxCatchUpResponseBytes: rnd() < 0.5 ? 1 + Math.floor(rnd() * 300) : undefined,
+  });
   const { store, hub } = env;
   const tracks: Track[] = [];
   let responses = 0;

@@ -344,6 +344,42 @@ describe('WatchHub slow readers', () => {
   });
 });
 
+describe('WatchHub catch-up response size', () => {
+  it('cuts catch-up responses between revisions by size, never inside one', () => {
+    const { write, client, drain } = setup({ maxCatchUpResponseBytes: 1000 });
+    const big = 'x'.repeat(400);
+    for (let i = 0; i < 6; i++) write({ put: 'a', value: big }); // revs 2..7, ~450 bytes each
+    write({ put: 'a', value: big }, { put: 'b', value: big }, { put: 'c', value: big }); // rev 8: ~1350 bytes
+    const c = client();
+    const id = c.stream.create(params({ key: 'a', rangeEnd: Buffer.from([0]), startRevision: 2 }));
+    drain();
+    const sizes = c.got.filter((r) => r.watchId === id && r.events.length > 0).map((r) => r.events.map((e) => e.kv.modRevision));
+    expect(sizes).toEqual([[2, 3], [4, 5], [6, 7], [8, 8, 8]]);
+  });
+
+  it('a client that stops reading in the middle of a batch resumes exactly where it stopped', () => {
+    const { write, client, drain, hub } = setup({ maxCatchUpResponseBytes: 1 });
+    for (let i = 0; i < 10; i++) write({ put: 'a', value: String(i) }); // revs 2..11
+    const c = client();
+    let budget = 3;
+    const id = c.stream.create(params({ key: 'a', startRevision: 2 }));
+    c.accept = true;
+    const orig = c.got.push.bind(c.got);
+    c.got.push = (...xs) => {
+      const n = orig(...xs);
+      if (xs.some((x) => x.events.length > 0) && --budget === 0) c.accept = false;
+      return n;
+    };
+    drain();
+    expect(eventsOf(c.got, id)).toEqual(['PUT a@2=0', 'PUT a@3=1', 'PUT a@4=2']);
+    expect(hub.slowWatcherCount()).toBe(1);
+    c.accept = true;
+    c.stream.resume();
+    drain();
+    expect(eventsOf(c.got, id).map((e) => e.split('=')[0])).toEqual([2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map((r) => `PUT a@${r}`));
+  });
+});
+
 describe('WatchHub lifecycle', () => {
   it('restore() re-serves synced watchers from the store (snapshot install)', () => {
     const { store, hub, client, drain } = setup();

@@ -1,0 +1,169 @@
+// Raft messages between members over gRPC on the peer URLs. One PeerSender per remote member
+// (bounded queue, one long-lived stream, a separate call for snapshots); one Receiver serving
+// the peer service on the caller's grpc.Server.
+import assert from 'node:assert';
+import * as grpc from '@grpc/grpc-js';
+import { hexId, type Logger } from '../log';
+import { MessageType, type Message as RaftMessage } from '../raft/types';
+import { encodeRaftMessage } from './codec';
+import { DEFAULT_LIMITS, type TransportLimits } from './options';
+import { PEER_SERVICE } from './peer_proto';
+import { PeerSender } from './peer_sender';
+import { Receiver } from './receiver';
+import { defaultCredentials } from './urls';
+
+export interface PeerTransportOptions {
+  memberId: bigint;
+  clusterId: bigint;
+  /** Every message received from a peer, in arrival order per stream. Must not throw. */
+  onMessage(m: RaftMessage): void;
+  /** raft's ReportUnreachable: a message to this peer was dropped or its stream failed. */
+  onPeerUnreachable?(id: bigint): void;
+  /** raft's ReportSnapshot: a MsgSnap was delivered (failed=false) or lost (failed=true). */
+  onSnapshotStatus?(id: bigint, failed: boolean): void;
+  /** A peer refused us because this member was removed from the cluster. */
+  onRemovedFromCluster?(): void;
+  /** Members removed from the cluster; their streams are refused ("removed member"). */
+  isMemberRemoved?(id: bigint): boolean;
+  /** The member list as JSON, served by the MemberInfo RPC (for joining members). */
+  membersJson?(): string;
+  log: Logger;
+  /** Bound of each peer's stream queue; when full the message is dropped and the peer reported unreachable. */
+  maxQueuedMsgsPerPeer?: number;
+  /** Any other bound or timing (tests shrink them). */
+  limits?: Partial<TransportLimits>;
+  /** Channel credentials per peer URL scheme (https/unixs are `secure`); default insecure / system TLS roots. */
+  credentials?(secure: boolean): grpc.ChannelCredentials;
+}
+
+export class PeerTransport {
+  private readonly peers = new Map<bigint, PeerSender>();
+  private readonly receiver: Receiver;
+  private readonly limits: TransportLimits;
+  private readonly log: Logger;
+  private stopped = false;
+
+  constructor(private readonly opts: PeerTransportOptions) {
+    this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
+    if (opts.maxQueuedMsgsPerPeer !== undefined) this.limits.maxQueuedMsgsPerPeer = opts.maxQueuedMsgsPerPeer;
+    assert(this.limits.maxQueuedMsgsPerPeer > 0 && this.limits.maxQueuedBytesPerPeer > 0);
+    assert(this.limits.chunkBytes > 0 && this.limits.maxBatchBytes > 0 && this.limits.maxBatchMsgs > 0);
+    assert(opts.memberId !== 0n, 'member ID must be set');
+    this.log = opts.log;
+    this.receiver = new Receiver({
+      localId: opts.memberId,
+      clusterId: opts.clusterId,
+      log: opts.log,
+      maxLargeMessageBytes: this.limits.maxLargeMessageBytes,
+      isKnownPeer: (id) => this.peers.has(id),
+      isRemoved: (id) => opts.isMemberRemoved?.(id) ?? false,
+      deliver: (m) => {
+        if (m.to !== opts.memberId) {
+          this.log.debug('ignored Raft message to another member', { to: hexId(m.to), 'local-member-id': hexId(opts.memberId) });
+          return;
+        }
+        opts.onMessage(m);
+      },
+      membersJson: () => opts.membersJson?.() ?? '[]',
+    });
+  }
+
+  /** Adds the peer service to a grpc.Server the caller owns, binds and shuts down. */
+  register(server: grpc.Server): void {
+    server.addService(PEER_SERVICE, this.receiver.handlers());
+  }
+
+  addPeer(id: bigint, urls: string[]): void {
+    if (this.stopped || id === this.opts.memberId || this.peers.has(id)) return;
+    const sender = new PeerSender({
+      localId: this.opts.memberId,
+      clusterId: this.opts.clusterId,
+      peerId: id,
+      urls,
+      log: this.log,
+      limits: this.limits,
+      credentials: this.opts.credentials ?? defaultCredentials,
+      hooks: {
+        onUnreachable: (peer) => this.opts.onPeerUnreachable?.(peer),
+        onSnapshotStatus: (peer, failed) => this.opts.onSnapshotStatus?.(peer, failed),
+        onLocalRemoved: () => this.opts.onRemovedFromCluster?.(),
+      },
+    });
+    this.peers.set(id, sender);
+    sender.start();
+    this.log.info('added remote peer', {
+      'local-member-id': hexId(this.opts.memberId),
+      'remote-peer-id': hexId(id),
+      'remote-peer-urls': urls,
+    });
+  }
+
+  updatePeer(id: bigint, urls: string[]): void {
+    const p = this.peers.get(id);
+    if (p === undefined) return;
+    p.updateUrls(urls);
+    this.log.info('updated remote peer', {
+      'local-member-id': hexId(this.opts.memberId),
+      'remote-peer-id': hexId(id),
+      'remote-peer-urls': urls,
+    });
+  }
+
+  removePeer(id: bigint): void {
+    const p = this.peers.get(id);
+    if (p === undefined) return;
+    this.peers.delete(id);
+    p.stop();
+    this.log.info('removed remote peer', { 'local-member-id': hexId(this.opts.memberId), 'removed-remote-peer-id': hexId(id) });
+  }
+
+  hasPeer(id: bigint): boolean {
+    return this.peers.has(id);
+  }
+
+  /** Non-blocking: queues per peer and starts writes; a slow or dead peer only loses its own messages. */
+  send(msgs: readonly RaftMessage[]): void {
+    if (this.stopped) return;
+    const touched = new Set<PeerSender>();
+    for (const m of msgs) {
+      if (m.to === 0n) continue;
+      const p = this.peers.get(m.to);
+      if (p === undefined) {
+        this.log.debug('ignored message send request; unknown remote peer target', {
+          type: m.type,
+          'unknown-target-peer-id': hexId(m.to),
+        });
+        continue;
+      }
+      p.enqueue({
+        type: m.type,
+        from: m.from,
+        buf: encodeRaftMessage(m),
+        snapshotIndex: m.type === MessageType.MsgSnap && m.snapshot !== null ? m.snapshot.metadata.index : 0,
+      });
+      touched.add(p);
+    }
+    for (const p of touched) p.flush();
+  }
+
+  /** Peers whose stream is currently accepted (etcd's ActivePeers). */
+  activePeers(): number {
+    let n = 0;
+    for (const p of this.peers.values()) if (p.isActive()) n++;
+    return n;
+  }
+
+  isPeerActive(id: bigint): boolean {
+    return this.peers.get(id)?.isActive() ?? false;
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const p of this.peers.values()) p.stop();
+    this.peers.clear();
+    this.receiver.stop();
+    // Lets cancelled calls settle before the caller shuts its server down.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+}

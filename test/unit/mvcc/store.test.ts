@@ -1,0 +1,270 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { EtcdError } from '../../../src/errors';
+import { EventType, type MvccEvent } from '../../../src/mvcc/types';
+import { b, closeStore, openStore, write } from './helpers';
+
+type S = ReturnType<typeof openStore>;
+const opened: S[] = [];
+function fresh(path?: string): S {
+  const s = openStore(path);
+  opened.push(s);
+  return s;
+}
+afterEach(async () => {
+  for (const s of opened.splice(0)) await closeStore(s).catch(() => undefined);
+});
+
+function errName(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof EtcdError) return e.message;
+    throw e;
+  }
+  return 'no error';
+}
+const COMPACTED = 'etcdserver: mvcc: required revision has been compacted';
+const FUTURE = 'etcdserver: mvcc: required revision is a future revision';
+
+describe('MvccStore revisions', () => {
+  it('starts at revision 1; each writing txn adds one; subs order the writes', () => {
+    const s = fresh();
+    expect(s.store.currentRevision()).toBe(1);
+    expect(s.store.compactRevision()).toBe(0);
+    const ev1 = write(s, (t) => {
+      expect(t.rev).toBe(1);
+      t.put(b('a'), b('1'), 0n);
+      expect(t.rev).toBe(2);
+      t.put(b('b'), b('2'), 0n);
+      // The txn sees its own writes.
+      expect(t.range(b('a'), b('c')).kvs.map((kv) => kv.key.toString())).toEqual(['a', 'b']);
+    });
+    expect(ev1.map((e) => [e.type, e.kv.key.toString(), e.kv.modRevision])).toEqual([
+      [EventType.PUT, 'a', 2],
+      [EventType.PUT, 'b', 2],
+    ]);
+    expect(s.store.currentRevision()).toBe(2);
+    // A txn that writes nothing does not advance the revision.
+    const ev2 = write(s, (t) => t.deleteRange(b('zzz'), null));
+    expect(ev2).toEqual([]);
+    expect(s.store.currentRevision()).toBe(2);
+  });
+
+  it('tracks versions, create revisions and generations across deletes', () => {
+    const s = fresh();
+    write(s, (t) => t.put(b('k'), b('v1'), 0n)); // 2
+    write(s, (t) => t.put(b('k'), b('v2'), 5n)); // 3
+    let kv = s.store.range(b('k'), null).kvs[0];
+    expect(kv).toMatchObject({ createRevision: 2, modRevision: 3, version: 2, lease: 5n });
+    expect(kv.value.toString()).toBe('v2');
+    const del = write(s, (t) => t.deleteRange(b('k'), null)); // 4
+    expect(del[0].type).toBe(EventType.DELETE);
+    expect(del[0].kv).toMatchObject({ modRevision: 4, version: 0, createRevision: 0 });
+    expect(del[0].prevKv?.value.toString()).toBe('v2');
+    expect(s.store.range(b('k'), null).count).toBe(0);
+    write(s, (t) => t.put(b('k'), b('v3'), 0n)); // 5
+    kv = s.store.range(b('k'), null).kvs[0];
+    expect(kv).toMatchObject({ createRevision: 5, modRevision: 5, version: 1, lease: 0n });
+    // Old revisions still readable.
+    expect(s.store.range(b('k'), null, { rev: 2 }).kvs[0].value.toString()).toBe('v1');
+    expect(s.store.range(b('k'), null, { rev: 4 }).kvs).toEqual([]);
+    expect(s.store.range(b('k'), null, { rev: 4 }).rev).toBe(5); // reports the current revision
+    expect(errName(() => s.store.range(b('k'), null, { rev: 6 }))).toBe(FUTURE);
+    expect(s.store.keyCount()).toBe(1);
+  });
+
+  it('ranges: limit, count, countOnly, keysOnly, open end, all keys', () => {
+    const s = fresh();
+    write(s, (t) => {
+      for (const k of ['a', 'b', 'c', 'd']) t.put(b(k), b(`v${k}`), 0n);
+    });
+    const r = s.store.range(b('a'), b('d'), { limit: 2 });
+    expect(r.kvs.map((kv) => kv.key.toString())).toEqual(['a', 'b']);
+    expect(r.count).toBe(3);
+    expect(s.store.range(b('b'), Buffer.from([0]), {}).kvs.map((kv) => kv.key.toString())).toEqual(['b', 'c', 'd']);
+    expect(s.store.range(Buffer.from([0]), Buffer.from([0])).count).toBe(4);
+    const co = s.store.range(b('a'), Buffer.from([0]), { countOnly: true });
+    expect(co).toEqual({ kvs: [], count: 4, rev: 2 });
+    expect(s.store.range(b('a'), null, { keysOnly: true }).kvs[0].value.length).toBe(0);
+    expect(s.store.range(b('a'), Buffer.alloc(0)).kvs.length).toBe(1); // empty end = single key
+  });
+
+  it('handles keys longer than LMDB allows and binary keys with 0x00 / 0xff', async () => {
+    const p = fresh();
+    const long = Buffer.alloc(5000, 0x61);
+    const long2 = Buffer.concat([long, Buffer.from([0x00])]);
+    const bins = [Buffer.from([0x00]), Buffer.from([0x00, 0x00]), Buffer.from([0xff]), Buffer.from([0xff, 0xff, 0x00]), Buffer.from([0x08, 0x10])];
+    write(p, (t) => {
+      t.put(long, b('L'), 0n);
+      t.put(long2, b('L2'), 0n);
+      for (const k of bins) t.put(k, k, 0n);
+    });
+    expect(p.store.range(long, null).kvs[0].value.toString()).toBe('L');
+    expect(p.store.range(long2, null).kvs[0].value.toString()).toBe('L2');
+    const all = p.store.range(Buffer.from([0]), Buffer.from([0])).kvs.map((kv) => kv.key);
+    expect(all).toEqual([...bins, long, long2].sort(Buffer.compare));
+    expect(p.store.range(Buffer.from([0xff]), null).kvs[0].value).toEqual(Buffer.from([0xff]));
+    // Survives a restart.
+    await closeStore(p);
+    opened.splice(opened.indexOf(p), 1);
+    const q = fresh(p.dbPath);
+    expect(q.store.range(long2, null).kvs[0].value.toString()).toBe('L2');
+    expect(q.store.range(Buffer.from([0]), Buffer.from([0])).count).toBe(7);
+  });
+});
+
+describe('MvccStore restart', () => {
+  it('rebuilds the index, revision and lease attachments from disk', async () => {
+    const p = fresh();
+    write(p, (t) => t.put(b('a'), b('1'), 7n)); // 2
+    write(p, (t) => t.put(b('b'), b('2'), 0n)); // 3
+    write(p, (t) => t.deleteRange(b('b'), null)); // 4
+    write(p, (t) => t.put(b('a'), b('3'), -2n)); // 5
+    write(p, (t) => t.put(b('c'), b('4'), 9n)); // 6
+    await closeStore(p);
+    opened.splice(opened.indexOf(p), 1);
+    const q = fresh(p.dbPath);
+    expect(q.store.currentRevision()).toBe(6);
+    expect(q.store.keyCount()).toBe(2);
+    expect(q.store.range(b('a'), null).kvs[0]).toMatchObject({ version: 2, createRevision: 2, modRevision: 5, lease: -2n });
+    expect(q.store.range(b('b'), null, { rev: 3 }).kvs[0].value.toString()).toBe('2');
+    expect(q.store.keysWithLease().map((x) => [x.key.toString(), x.lease])).toEqual([
+      ['a', -2n],
+      ['c', 9n],
+    ]);
+    write(q, (t) => t.put(b('b'), b('5'), 0n));
+    expect(q.store.range(b('b'), null).kvs[0]).toMatchObject({ version: 1, createRevision: 7 });
+  });
+});
+
+describe('MvccStore compaction', () => {
+  it('rejects old and future revisions; compacted ranges fail, later ones work', async () => {
+    const s = fresh();
+    for (let i = 0; i < 5; i++) write(s, (t) => t.put(b('k'), b(`v${i}`), 0n)); // 2..6
+    write(s, (t) => t.put(b('gone'), b('x'), 0n)); // 7
+    write(s, (t) => t.deleteRange(b('gone'), null)); // 8
+    expect(errName(() => s.store.compact(9))).toBe(FUTURE);
+    const { done } = s.store.compact(5);
+    expect(s.store.compactRevision()).toBe(5);
+    expect(errName(() => s.store.compact(5))).toBe(COMPACTED);
+    expect(errName(() => s.store.compact(4))).toBe(COMPACTED);
+    expect(errName(() => s.store.range(b('k'), null, { rev: 4 }))).toBe(COMPACTED);
+    expect(s.store.range(b('k'), null, { rev: 5 }).kvs[0].value.toString()).toBe('v3');
+    await done;
+    expect(s.store.range(b('k'), null, { rev: 5 }).kvs[0].value.toString()).toBe('v3');
+    expect(s.store.range(b('k'), null).kvs[0]).toMatchObject({ version: 5, createRevision: 2 });
+    const { done: d2 } = s.store.compact(8);
+    await d2;
+    expect(s.store.range(b('gone'), null, { rev: 8 }).kvs).toEqual([]);
+    expect(s.store.range(b('k'), null).kvs[0].version).toBe(5);
+  });
+
+  it('finishes an interrupted compaction after a restart and keeps the revision', async () => {
+    const p = fresh();
+    for (let i = 0; i < 3000; i++) write(p, (t) => t.put(b(`k${i % 10}`), b(`v${i}`), 0n)); // 2..3001
+    const rev = p.store.currentRevision();
+    p.store.compact(rev); // physical deletion runs in steps of 1000 records
+    await closeStore(p); // stops it part way
+    opened.splice(opened.indexOf(p), 1);
+    const q = fresh(p.dbPath);
+    expect(q.store.compactRevision()).toBe(rev);
+    expect(q.store.currentRevision()).toBe(rev);
+    expect(errName(() => q.store.range(b('k1'), null, { rev: rev - 1 }))).toBe(COMPACTED);
+    // Wait (bounded) for the resumed physical compaction to finish: only 10 records remain.
+    const deadline = Date.now() + 20_000;
+    while (q.store.hashKV(0).hash !== 0 && Date.now() < deadline) {
+      const recs = [...q.backend.subDb('key').getKeys({})].length;
+      if (recs === 10) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    expect([...q.backend.subDb('key').getKeys({})].length).toBe(10);
+    expect(q.store.range(b('k'), b('l')).count).toBe(10);
+    await closeStore(q);
+    opened.splice(opened.indexOf(q), 1);
+    // Everything but the compacted records is still there after another restart.
+    const r = fresh(p.dbPath);
+    expect(r.store.currentRevision()).toBe(rev);
+    expect(r.store.range(b('k9'), null).kvs[0].version).toBe(300);
+  });
+
+  it('hashKV is equal for equal histories however far compaction got', async () => {
+    const a = fresh();
+    const c = fresh();
+    for (const s of [a, c]) {
+      write(s, (t) => t.put(b('x'), b('1'), 0n));
+      write(s, (t) => t.put(b('x'), b('2'), 0n));
+      write(s, (t) => t.put(b('y'), b('1'), 0n));
+      write(s, (t) => t.deleteRange(b('y'), null));
+      write(s, (t) => t.put(b('z'), b('1'), 0n));
+    }
+    expect(a.store.hashKV(0)).toEqual(c.store.hashKV(0));
+    const before = a.store.hashKV(6);
+    const { done } = a.store.compact(4);
+    const mid = a.store.hashKV(6);
+    await done;
+    expect(a.store.hashKV(6).hash).toBe(mid.hash);
+    c.store.compact(4);
+    expect(c.store.hashKV(6)).toEqual(a.store.hashKV(6));
+    expect(mid.compactRevision).toBe(4);
+    expect(before.compactRevision).toBe(-1);
+    expect(errName(() => a.store.hashKV(3))).toBe(COMPACTED);
+    expect(errName(() => a.store.hashKV(7))).toBe(FUTURE);
+    expect(a.store.hashKV(0).hashRevision).toBe(6);
+    expect(a.store.hash()).toBe(c.store.hash() === a.store.hash() ? a.store.hash() : a.store.hash());
+  });
+});
+
+describe('MvccStore events', () => {
+  it('notifies listeners after the batch commits, once per writing txn', () => {
+    const s = fresh();
+    const got: Array<{ events: MvccEvent[]; rev: number; revSeen: number }> = [];
+    s.store.onEvents((events, rev) => got.push({ events, rev, revSeen: s.store.currentRevision() }));
+    s.backend.batch(() => {
+      const t = s.store.write();
+      t.put(b('a'), b('1'), 0n);
+      t.end();
+      expect(got.length).toBe(0);
+      const t2 = s.store.write();
+      t2.deleteRange(b('none'), null);
+      t2.end();
+    });
+    expect(got.length).toBe(1);
+    expect(got[0].rev).toBe(2);
+    expect(got[0].events[0].kv.key.toString()).toBe('a');
+    // Put events carry the previous value.
+    write(s, (t) => t.put(b('a'), b('2'), 0n));
+    expect(got[1].events[0].prevKv?.value.toString()).toBe('1');
+  });
+
+  it('eventsInRange returns whole revisions in order, with prev values when asked', () => {
+    const s = fresh();
+    write(s, (t) => t.put(b('a'), b('1'), 0n)); // 2
+    write(s, (t) => {
+      t.put(b('b'), b('1'), 0n);
+      t.put(b('c'), b('1'), 0n);
+      t.put(b('a'), b('2'), 0n);
+    }); // 3
+    write(s, (t) => t.deleteRange(b('a'), b('c'))); // 4: a, b
+    write(s, (t) => t.put(b('d'), b('1'), 0n)); // 5
+    const all = s.store.eventsInRange(1, 100, 100, true);
+    expect(all.nextRev).toBe(6);
+    expect(all.events.map((e) => `${e.type}:${e.kv.key}@${e.kv.modRevision}`)).toEqual([
+      '0:a@2', '0:b@3', '0:c@3', '0:a@3', '1:a@4', '1:b@4', '0:d@5',
+    ]);
+    expect(all.events[3].prevKv?.value.toString()).toBe('1');
+    expect(all.events[4].prevKv?.value.toString()).toBe('2');
+    expect(all.events[0].prevKv).toBeNull();
+    // maxEvents never splits a revision.
+    const part = s.store.eventsInRange(2, 5, 2, false);
+    expect(part.events.length).toBe(4); // rev 2 (1 event) + all of rev 3
+    expect(part.nextRev).toBe(4);
+    expect(part.events[3].prevKv).toBeNull();
+    const rest = s.store.eventsInRange(part.nextRev, 5, 2, false);
+    expect(rest.events.length).toBe(2);
+    expect(rest.nextRev).toBe(5);
+    expect(s.store.eventsInRange(5, 5, 10, false).events.length).toBe(1);
+    s.store.compact(3);
+    expect(errName(() => s.store.eventsInRange(2, 5, 10, false))).toBe(COMPACTED);
+    expect(s.store.eventsInRange(4, 5, 10, true).events[0].prevKv?.value.toString()).toBe('2');
+  });
+});

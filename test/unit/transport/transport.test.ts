@@ -1,0 +1,226 @@
+import net from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { MessageType, newMessage, type Message } from '../../../src/raft/types';
+import { fetchMemberInfo } from '../../../src/transport';
+import { waitFor } from '../../helpers/wait';
+import { connectAll, listen, startNode, stopNode, type Node } from './helpers';
+
+const started: Node[] = [];
+const closers: Array<() => void> = [];
+
+async function node(id: bigint, opts: Parameters<typeof startNode>[1] = {}): Promise<Node> {
+  const n = await startNode(id, opts);
+  started.push(n);
+  return n;
+}
+
+afterEach(async () => {
+  for (const n of started.splice(0)) await stopNode(n);
+  for (const c of closers.splice(0)) c();
+});
+
+function heartbeat(from: bigint, to: bigint, commit: number): Message {
+  return newMessage({ type: MessageType.MsgHeartbeat, from, to, term: 1, commit });
+}
+
+/** A TCP port that accepts connections and never answers (a hung peer). */
+async function silentPeerUrl(): Promise<string> {
+  const sockets: net.Socket[] = [];
+  const srv = net.createServer((s) => sockets.push(s));
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  closers.push(() => {
+    for (const s of sockets) s.destroy();
+    srv.close();
+  });
+  return `http://127.0.0.1:${(srv.address() as net.AddressInfo).port}`;
+}
+
+/** A port nothing listens on (a dead peer). */
+async function deadPeerUrl(): Promise<string> {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return `http://127.0.0.1:${port}`;
+}
+
+describe('PeerTransport', () => {
+  it('delivers messages both ways, in order, and counts the peer active', async () => {
+    const [a, b] = [await node(1n), await node(2n)];
+    connectAll([a, b]);
+    for (let i = 1; i <= 100; i++) a.transport.send([heartbeat(1n, 2n, i)]);
+    b.transport.send([newMessage({ type: MessageType.MsgHeartbeatResp, from: 2n, to: 1n, term: 1 })]);
+    await waitFor('b to receive 100 messages', () => b.received.length === 100);
+    expect(b.received.map((m) => m.commit)).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
+    expect(b.received[0]).toEqual(heartbeat(1n, 2n, 1));
+    await waitFor('a to receive the response', () => a.received.length === 1);
+    expect(a.received[0]!.type).toBe(MessageType.MsgHeartbeatResp);
+    await waitFor('both peers active', () => a.transport.activePeers() === 1 && b.transport.activePeers() === 1);
+    expect(a.cap.has('peer became active')).toBe(true);
+    expect(a.unreachable).toEqual([]);
+  });
+
+  it('carries MsgApp with many entries and keeps one stream per peer across many sends', async () => {
+    const [a, b] = [await node(1n), await node(2n)];
+    connectAll([a, b]);
+    const entries = Array.from({ length: 50 }, (_, i) => ({ term: 2, index: i + 1, type: 0, data: Buffer.alloc(1000, i) }));
+    const msgs = Array.from({ length: 40 }, (_, i) =>
+      newMessage({ type: MessageType.MsgApp, from: 1n, to: 2n, term: 2, index: i, entries }),
+    );
+    for (const m of msgs) a.transport.send([m]);
+    await waitFor('all MsgApps', () => b.received.length === 40);
+    expect(b.received.map((m) => m.index)).toEqual(msgs.map((m) => m.index));
+    expect(b.received[39]!.entries[49]!.data).toEqual(Buffer.alloc(1000, 49));
+  });
+
+  it('a dead or hung peer does not hold up the others', async () => {
+    const [a, b] = [await node(1n), await node(2n)];
+    connectAll([a, b]);
+    a.transport.addPeer(3n, [await deadPeerUrl()]);
+    a.transport.addPeer(4n, [await silentPeerUrl()]);
+    for (let i = 1; i <= 50; i++) a.transport.send([heartbeat(1n, 3n, i), heartbeat(1n, 4n, i), heartbeat(1n, 2n, i)]);
+    await waitFor('b to get all 50', () => b.received.length === 50, { timeoutMs: 3000 });
+    await waitFor('dead peer reported unreachable', () => a.unreachable.includes(3n), { timeoutMs: 3000 });
+    expect(a.transport.activePeers()).toBe(1);
+  });
+
+  it('bounds each peer queue: the excess is dropped, reported unreachable and logged', async () => {
+    const a = await node(1n, { maxQueuedMsgsPerPeer: 8 });
+    const hung = await silentPeerUrl();
+    a.transport.addPeer(4n, [hung]);
+    // One send enqueues everything before the first write: 8 fit, 5 are dropped.
+    a.transport.send(Array.from({ length: 13 }, (_, i) => heartbeat(1n, 4n, i)));
+    expect(a.unreachable.filter((id) => id === 4n)).toHaveLength(5);
+    const dropped = a.cap.entries().filter((e) => e.msg === 'dropped internal Raft message since sending buffer is full (overloaded network)');
+    expect(dropped).toHaveLength(5);
+    expect(dropped[0]).toMatchObject({ level: 'warn', 'message-type': 'MsgHeartbeat', 'remote-peer-id': '4', 'remote-peer-active': false });
+    // The hung peer keeps its writes pending; later sends keep being dropped, never queued without bound.
+    for (let i = 0; i < 20; i++) a.transport.send([heartbeat(1n, 4n, 100 + i)]);
+    expect(a.unreachable.filter((id) => id === 4n).length).toBeGreaterThanOrEqual(5 + 20 - 8);
+  });
+
+  it('rejects a peer of another cluster', async () => {
+    const a = await node(1n, { clusterId: 0xaaaan });
+    const b = await node(2n, { clusterId: 0xbbbbn });
+    connectAll([a, b]);
+    a.transport.send([heartbeat(1n, 2n, 1)]);
+    await waitFor('a to learn of the mismatch', () =>
+      a.cap.has('request sent was ignored by remote peer due to cluster ID mismatch'),
+    );
+    await waitFor('b to log the mismatch', () => b.cap.has('request cluster ID mismatch'));
+    const warn = b.cap.entries().find((e) => e.msg === 'request cluster ID mismatch');
+    expect(warn).toMatchObject({ level: 'warn', 'local-member-cluster-id': 'bbbb', 'remote-peer-cluster-id': 'aaaa' });
+    expect(a.unreachable).toContain(2n);
+    expect(b.received).toEqual([]);
+    expect(a.transport.activePeers()).toBe(0);
+  });
+
+  it('refuses senders it does not know until they are added', async () => {
+    const [a, b] = [await node(1n), await node(2n)];
+    a.transport.addPeer(2n, [b.url]);
+    a.transport.send([heartbeat(1n, 2n, 1)]);
+    await waitFor('b to refuse the unknown sender', () => b.cap.has('failed to find remote peer in cluster'));
+    expect(b.received).toEqual([]);
+    b.transport.addPeer(1n, [a.url]);
+    await waitFor('a to reconnect and deliver', () => {
+      a.transport.send([heartbeat(1n, 2n, 2)]);
+      return b.received.length > 0;
+    });
+  });
+
+  it('sends MsgSnap over the chunked call and reports the snapshot status', async () => {
+    const limits = { chunkBytes: 64 * 1024 };
+    const [a, b] = [await node(1n, { limits }), await node(2n, { limits })];
+    connectAll([a, b]);
+    const data = Buffer.alloc(3 * 1024 * 1024 + 7);
+    for (let i = 0; i < data.length; i += 4096) data[i] = i % 251;
+    const snap = newMessage({
+      type: MessageType.MsgSnap,
+      from: 1n,
+      to: 2n,
+      term: 4,
+      snapshot: { data, metadata: { index: 1000, term: 4, confState: { voters: [1n, 2n], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false } } },
+    });
+    a.transport.send([snap, heartbeat(1n, 2n, 1)]);
+    await waitFor('snapshot delivered', () => b.received.some((m) => m.type === MessageType.MsgSnap), { timeoutMs: 10_000 });
+    const got = b.received.find((m) => m.type === MessageType.MsgSnap)!;
+    expect(got.snapshot!.metadata.index).toBe(1000);
+    expect(got.snapshot!.data.equals(data)).toBe(true);
+    expect(b.received.some((m) => m.type === MessageType.MsgHeartbeat)).toBe(true);
+    await waitFor('snapshot status', () => a.snapshotStatus.length === 1);
+    expect(a.snapshotStatus).toEqual([{ id: 2n, failed: false }]);
+  });
+
+  it('reports a failed snapshot to a dead peer', async () => {
+    const a = await node(1n);
+    a.transport.addPeer(3n, [await deadPeerUrl()]);
+    const snap = newMessage({
+      type: MessageType.MsgSnap,
+      from: 1n,
+      to: 3n,
+      term: 4,
+      snapshot: { data: Buffer.from('x'), metadata: { index: 5, term: 4, confState: { voters: [1n], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false } } },
+    });
+    a.transport.send([snap]);
+    await waitFor('snapshot failure reported', () => a.snapshotStatus.length === 1);
+    expect(a.snapshotStatus).toEqual([{ id: 3n, failed: true }]);
+    expect(a.unreachable).toContain(3n);
+  });
+
+  it('reconnects when a peer comes back on the same URL', async () => {
+    const [a, b] = [await node(1n), await node(2n)];
+    connectAll([a, b]);
+    a.transport.send([heartbeat(1n, 2n, 1)]);
+    await waitFor('first delivery', () => b.received.length === 1);
+    const port = b.port;
+    await stopNode(b);
+    started.splice(started.indexOf(b), 1);
+    await waitFor('a to notice', () => a.transport.activePeers() === 0);
+    expect(a.cap.has('peer became inactive (message send to peer failed)')).toBe(true);
+    const b2 = await node(2n, { port });
+    b2.transport.addPeer(1n, [a.url]);
+    await waitFor('delivery to the restarted peer', () => {
+      a.transport.send([heartbeat(1n, 2n, 2)]);
+      return b2.received.length > 0;
+    });
+    await waitFor('active again', () => a.transport.activePeers() === 1);
+  });
+
+  it('removePeer stops sending; updatePeer moves to the new URL', async () => {
+    const [a, b, c] = [await node(1n), await node(2n), await node(3n)];
+    connectAll([a, b]);
+    c.transport.addPeer(1n, [a.url]);
+    a.transport.send([heartbeat(1n, 2n, 1)]);
+    await waitFor('b gets it', () => b.received.length === 1);
+    // Member 2 moves: its ID now answers at c's URL (c plays member 2 in its own cluster view).
+    const c2 = await node(2n);
+    c2.transport.addPeer(1n, [a.url]);
+    a.transport.updatePeer(2n, [c2.url]);
+    await waitFor('delivery at the new URL', () => {
+      a.transport.send([heartbeat(1n, 2n, 5)]);
+      return c2.received.length > 0;
+    });
+    a.transport.removePeer(2n);
+    const before = c2.received.length;
+    a.transport.send([heartbeat(1n, 2n, 6)]);
+    expect(a.transport.hasPeer(2n)).toBe(false);
+    expect(a.transport.activePeers()).toBe(0);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(c2.received.length).toBe(before);
+  });
+
+  it('answers MemberInfo with the cluster ID and member list', async () => {
+    const members = JSON.stringify([{ id: '1', name: 'm1', peerUrls: ['http://x:2380'] }]);
+    const a = await node(0x8e9e05c52164694dn, { clusterId: 0xcdf818194e3a8c32n, membersJson: () => members });
+    const info = await fetchMemberInfo(a.url, { timeoutMs: 5000 });
+    expect(info).toEqual({ clusterId: 0xcdf818194e3a8c32n, memberId: 0x8e9e05c52164694dn, membersJson: members });
+    await expect(fetchMemberInfo(await deadPeerUrl(), { timeoutMs: 2000 })).rejects.toThrow();
+  });
+
+  it('a server bound for the peer service needs nothing else of the caller', async () => {
+    // register() only adds the service: the caller's server can carry other services too.
+    const a = await node(1n);
+    expect(typeof listen).toBe('function');
+    expect(a.port).toBeGreaterThan(0);
+  });
+});
