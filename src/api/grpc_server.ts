@@ -10,6 +10,8 @@ import { kvService } from './kv';
 import { leaseService } from './lease';
 import { maintenanceService } from './maintenance';
 import type { ApiLogger } from './types';
+import { toGrpcError } from './errors';
+import { MemberState, type MemberStateOptions } from './member_state';
 import { withWireSizes } from './unary';
 import { createElectionService } from './v3election';
 import { createLockService } from './v3lock';
@@ -26,6 +28,8 @@ export interface GrpcServerOptions {
   keepaliveTimeoutMs?: number;
   /** etcd's --max-concurrent-streams; unset leaves grpc-js's default (no limit). */
   maxConcurrentStreams?: number;
+  /** Learner / require-leader checks (etcd's interceptors); see member_state.ts. */
+  memberState?: MemberStateOptions;
 }
 
 export interface EtcdGrpcServer {
@@ -34,6 +38,8 @@ export interface EtcdGrpcServer {
   setServing(serving: boolean): void;
   /** Full names of the registered services. */
   services: string[];
+  /** Stops the leader monitor timer. */
+  close(): void;
 }
 
 export function grpcServerOptions(maxRequestBytes: number, opts: GrpcServerOptions = {}): grpc.ServerOptions {
@@ -54,9 +60,12 @@ export function createGrpcServer(server: EtcdServerApi, log: ApiLogger, opts: Gr
   const grpcServer = new grpc.Server(grpcServerOptions(server.limits.maxRequestBytes, opts));
   let serving = true;
   const services: string[] = [];
+  const member = new MemberState(server, log, opts.memberState);
   const add = (name: string, impl: grpc.UntypedServiceImplementation, sized = false): void => {
     const def = serviceDefinition(name);
-    grpcServer.addService(sized ? withWireSizes(def) : def, impl);
+    // The health service answers whatever the member's state, as in etcd.
+    const guarded = name === 'grpc.health.v1.Health' ? impl : guard(def, impl, member);
+    grpcServer.addService(sized ? withWireSizes(def) : def, guarded);
     services.push(name);
   };
 
@@ -75,5 +84,38 @@ export function createGrpcServer(server: EtcdServerApi, log: ApiLogger, opts: Gr
       serving = s;
     },
     services,
+    close: () => member.close(),
   };
+}
+
+type AnyHandler = (...args: unknown[]) => void;
+
+/** Wraps every handler with etcd's interceptor checks (learner, require-leader). */
+function guard(
+  def: grpc.ServiceDefinition,
+  impl: grpc.UntypedServiceImplementation,
+  member: MemberState,
+): grpc.UntypedServiceImplementation {
+  const out: grpc.UntypedServiceImplementation = {};
+  for (const [name, h] of Object.entries(impl)) {
+    const m = (def as Record<string, grpc.MethodDefinition<unknown, unknown> | undefined>)[name];
+    const handler = h as unknown as AnyHandler;
+    if (!m || (m.requestStream === false && m.responseStream === false)) {
+      out[name] = ((call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => {
+        const err = member.checkUnary(call.request, name, call.metadata);
+        if (err) return cb(toGrpcError(err));
+        handler(call, cb);
+      }) as grpc.UntypedHandleCall;
+    } else {
+      out[name] = ((call: grpc.ServerDuplexStream<unknown, unknown>) => {
+        const err = member.checkStream(call, name);
+        if (err) {
+          call.emit('error', toGrpcError(err));
+          return;
+        }
+        handler(call);
+      }) as grpc.UntypedHandleCall;
+    }
+  }
+  return out;
 }

@@ -9,6 +9,7 @@ import {
   checkRangeRequest,
   checkRequestSize,
   checkTxnRequest,
+  isTxnReadOnly,
 } from './validate';
 import { unary, wireSizeOf } from './unary';
 
@@ -34,7 +35,7 @@ export function kvService(server: EtcdServerApi): grpc.UntypedServiceImplementat
       // After the op-count check, so a huge txn cannot make this quadratic walk expensive.
       checkIntervals(req.success ?? []);
       checkIntervals(req.failure ?? []);
-      checkRequestSize(wireSizeOf(req), maxBytes());
+      if (!isTxnReadOnly(req)) checkRequestSize(wireSizeOf(req), maxBytes());
       return server.txn(req);
     }),
     Compact: unary<pb.CompactionRequest, pb.CompactionResponse>(async (req) => server.compact(req)),

@@ -176,3 +176,12 @@ export function checkRequestSize(wireBytes: number | undefined, maxRequestBytes:
   if (wireBytes === undefined) return;
   if (proposalBytes(wireBytes) > maxRequestBytes) throw etcdError('RequestTooLarge');
 }
+
+/** etcd serves a txn without writes locally (no raft proposal, so no size limit). */
+export function isTxnReadOnly(r: pb.TxnRequest): boolean {
+  for (const op of [...(r.success ?? []), ...(r.failure ?? [])]) {
+    if (op.requestPut || op.requestDeleteRange) return false;
+    if (op.requestTxn && !isTxnReadOnly(op.requestTxn)) return false;
+  }
+  return true;
+}

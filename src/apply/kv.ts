@@ -23,6 +23,7 @@ export interface LeaseAttacher {
 
 /** The API layer rejects these before Raft; checked again so a raw entry cannot slip past. */
 function checkPutFlags(req: pb.PutRequest): void {
+  if (buf(req.key).length === 0) throw etcdError('EmptyKey');
   if (req.ignoreValue && buf(req.value).length !== 0) throw etcdError('ValueProvided');
   if (req.ignoreLease && int64ToBigInt(req.lease) !== 0n) throw etcdError('LeaseProvided');
 }
@@ -121,7 +122,7 @@ function checkTxn(store: MvccStore, leases: LeaseAttacher, req: pb.TxnRequest, p
       const rev = int64ToNumber(op.requestRange.revision);
       if (rev !== 0) {
         if (rev > store.currentRevision()) throw etcdError('FutureRev');
-        if (rev < store.compactRevision()) throw etcdError('Compacted');
+        if (rev < store.rawCompactRevision()) throw etcdError('Compacted');
       }
     } else if (op.requestPut) {
       const p = op.requestPut;

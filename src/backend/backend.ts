@@ -126,6 +126,10 @@ export class Backend {
     return result;
   }
 
+  isClosed(): boolean {
+    return this.closed;
+  }
+
   /** True while a batch() transaction is running. */
   inBatch(): boolean {
     return this.depth > 0;
@@ -230,31 +234,28 @@ export class Backend {
 
   /**
    * A consistent copy of the database file in chunks of 32 KiB, followed by one chunk holding
-   * the sha256 of everything before it (what etcdctl snapshot save checks).
+   * the sha256 of everything before it (what etcdctl snapshot restore checks).
    */
   async *snapshotStream(): AsyncIterable<Buffer> {
+    const snap = await this.openSnapshot();
+    yield* snap.chunks;
+  }
+
+  /**
+   * Like snapshotStream(), but tells the copy's size first (etcd's remaining_bytes counts down
+   * from it; the sha256 chunk comes with remaining_bytes 0). The copy is deleted when the
+   * chunks have been read to the end or the iteration is abandoned (iterate it exactly once).
+   */
+  async openSnapshot(): Promise<{ totalBytes: number; chunks: AsyncIterable<Buffer> }> {
     const dir = fs.mkdtempSync(path.join(path.dirname(this.filePath), '.snap-'));
     const copy = path.join(dir, 'db');
     try {
       // LMDB copies under one read transaction: a consistent point-in-time image.
       await this.env.backup(copy, false);
-      const sha = createHash('sha256');
-      const fh = await fs.promises.open(copy, 'r');
-      try {
-        for (;;) {
-          const buf = Buffer.alloc(SNAPSHOT_CHUNK_BYTES);
-          const { bytesRead } = await fh.read(buf, 0, SNAPSHOT_CHUNK_BYTES, null);
-          if (bytesRead === 0) break;
-          const chunk = bytesRead === buf.length ? buf : buf.subarray(0, bytesRead);
-          sha.update(chunk);
-          yield chunk;
-        }
-      } finally {
-        await fh.close();
-      }
-      yield sha.digest();
-    } finally {
+      return { totalBytes: fs.statSync(copy).size, chunks: readSnapshotCopy(dir, copy) };
+    } catch (e) {
       fs.rmSync(dir, { recursive: true, force: true });
+      throw e;
     }
   }
 
@@ -339,4 +340,26 @@ interface LmdbStats extends LmdbTreeStats {
 function pagesOf(s: LmdbTreeStats | undefined): number {
   if (!s) return 0;
   return (s.treeBranchPageCount ?? 0) + (s.treeLeafPageCount ?? 0) + (s.overflowPages ?? 0);
+}
+
+async function* readSnapshotCopy(dir: string, copy: string): AsyncIterable<Buffer> {
+  try {
+    const sha = createHash('sha256');
+    const fh = await fs.promises.open(copy, 'r');
+    try {
+      for (;;) {
+        const buf = Buffer.alloc(SNAPSHOT_CHUNK_BYTES);
+        const { bytesRead } = await fh.read(buf, 0, SNAPSHOT_CHUNK_BYTES, null);
+        if (bytesRead === 0) break;
+        const chunk = bytesRead === buf.length ? buf : buf.subarray(0, bytesRead);
+        sha.update(chunk);
+        yield chunk;
+      }
+    } finally {
+      await fh.close();
+    }
+    yield sha.digest();
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 }

@@ -261,7 +261,8 @@ export function buildConfig(f: Flags, fromFile: boolean): Parsed {
   // etcdmain.startEtcdOrProxyV2: default host for 0.0.0.0 listeners, initial cluster from name.
   const defaultInitialCluster = `${DEFAULT_NAME}=${DEFAULT_ADVERTISE_PEER_URL}`;
   const afterRunning: ConfigNotice[] = [];
-  const defaultHost = defaultHostFromRoutes();
+  const anyWildcard = listenPeerUrls[0]?.hostname === '0.0.0.0' || listenClientUrls[0]?.hostname === '0.0.0.0';
+  const defaultHost = anyWildcard ? defaultHostFromRoutes() : undefined;
   if (defaultHost !== undefined) {
     let used = false;
     if (

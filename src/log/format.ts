@@ -9,24 +9,33 @@ function pad(n: number, width: number): string {
   return String(n).padStart(width, '0');
 }
 
+// Entries within the same second share everything but the microseconds; cache that prefix.
+let cachedSecond = Number.NaN;
+let cachedPrefix = '';
+let cachedZone = '';
+
 /**
  * Go layout "2006-01-02T15:04:05.000000Z0700" in local time, the layout etcd gives zap so its
  * timestamps keep capnslog's microsecond precision. UTC prints a literal "Z".
  */
 export function formatLogTime(epochMs: number): string {
-  const wholeMs = Math.floor(epochMs);
-  const d = new Date(wholeMs);
-  const micros = Math.min(999_999, Math.floor((epochMs - wholeMs) * 1000) + d.getMilliseconds() * 1000);
-  const offsetMin = -d.getTimezoneOffset();
-  let zone = 'Z';
-  if (offsetMin !== 0) {
-    const abs = Math.abs(offsetMin);
-    zone = (offsetMin > 0 ? '+' : '-') + pad(Math.floor(abs / 60), 2) + pad(abs % 60, 2);
+  const second = Math.floor(epochMs / 1000);
+  if (second !== cachedSecond) {
+    const d = new Date(second * 1000);
+    const offsetMin = -d.getTimezoneOffset();
+    let zone = 'Z';
+    if (offsetMin !== 0) {
+      const abs = Math.abs(offsetMin);
+      zone = (offsetMin > 0 ? '+' : '-') + pad(Math.floor(abs / 60), 2) + pad(abs % 60, 2);
+    }
+    cachedPrefix =
+      `${pad(d.getFullYear(), 4)}-${pad(d.getMonth() + 1, 2)}-${pad(d.getDate(), 2)}` +
+      `T${pad(d.getHours(), 2)}:${pad(d.getMinutes(), 2)}:${pad(d.getSeconds(), 2)}.`;
+    cachedZone = zone;
+    cachedSecond = second;
   }
-  return (
-    `${pad(d.getFullYear(), 4)}-${pad(d.getMonth() + 1, 2)}-${pad(d.getDate(), 2)}` +
-    `T${pad(d.getHours(), 2)}:${pad(d.getMinutes(), 2)}:${pad(d.getSeconds(), 2)}.${pad(micros, 6)}${zone}`
-  );
+  const micros = Math.min(999_999, Math.floor((epochMs - second * 1000) * 1000));
+  return cachedPrefix + pad(micros, 6) + cachedZone;
 }
 
 /** etcd prints member, cluster and lease IDs with types.ID.String(): lowercase hex, no padding. */

@@ -94,6 +94,12 @@ export class KeyIndex {
   /** The revision of the key visible at atRev, or null when it did not exist then. */
   get(atRev: number): IndexGet | null {
     assert(!this.isEmpty(), 'get on an empty key index');
+    if (atRev >= this.modMain) {
+      // Reading at or after the last change (the common case): the key's latest state.
+      const last = this.generations[this.generations.length - 1];
+      if (last.isEmpty()) return null;
+      return { modMain: this.modMain, modSub: this.modSub, createdMain: last.createdMain, ver: last.ver };
+    }
     const g = this.findGeneration(atRev);
     if (!g) return null;
     for (let i = g.mains.length - 1; i >= 0; i--) {

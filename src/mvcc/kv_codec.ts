@@ -89,10 +89,13 @@ export function encodeKeyValue(kv: KeyValue): Buffer {
   return buf;
 }
 
+/** Shared empty buffer for absent fields (never written to). */
+const EMPTY = Buffer.alloc(0);
+
 /** Decodes a record; the returned buffers are copies (LMDB memory may be reused). */
 export function decodeKeyValue(data: Uint8Array): KeyValue {
-  const buf = Buffer.from(data.buffer, data.byteOffset, data.length);
-  const kv: KeyValue = { key: Buffer.alloc(0), createRevision: 0, modRevision: 0, version: 0, value: Buffer.alloc(0), lease: 0n };
+  const buf = data;
+  const kv: KeyValue = { key: EMPTY, createRevision: 0, modRevision: 0, version: 0, value: EMPTY, lease: 0n };
   let p = 0;
   const readVarint = (): bigint => {
     let result = 0n;
@@ -128,7 +131,8 @@ export function decodeKeyValue(data: Uint8Array): KeyValue {
     switch (tag) {
       case 0x0a: {
         const len = readSmall();
-        kv.key = Buffer.from(buf.subarray(p, p + len));
+        assert(p + len <= buf.length, 'truncated key');
+        kv.key = Buffer.copyBytesFrom(buf, p, len);
         p += len;
         break;
       }
@@ -143,7 +147,8 @@ export function decodeKeyValue(data: Uint8Array): KeyValue {
         break;
       case 0x2a: {
         const len = readSmall();
-        kv.value = Buffer.from(buf.subarray(p, p + len));
+        assert(p + len <= buf.length, 'truncated value');
+        kv.value = Buffer.copyBytesFrom(buf, p, len);
         p += len;
         break;
       }

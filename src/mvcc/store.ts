@@ -102,6 +102,11 @@ export class MvccStore {
     return Math.max(0, this.compactMainRev);
   }
 
+  /** etcd's compactMainRev: -1 before the first compaction (txn range checks compare with it). */
+  rawCompactRevision(): number {
+    return this.compactMainRev;
+  }
+
   keyCount(): number {
     return this.index.keyCount();
   }
@@ -274,7 +279,8 @@ export class MvccStore {
     const end = revToBytes(rev + 1, 0);
     let start = revToBytes(0, 0);
     for (;;) {
-      if (this.closed) return;
+      // Closing stops the work; the persisted intent makes the next start finish it.
+      if (this.closed || this.backend.isClosed()) return;
       const finished = this.backend.batch(() => {
         const keys: Buffer[] = [];
         for (const key of this.kv.getKeys({ start, end, limit: COMPACTION_BATCH_LIMIT })) keys.push(Buffer.from(key));

@@ -76,10 +76,19 @@ export class TreeIndex {
       return;
     }
     if (end !== '' && end <= key) return;
-    for (const [k, ki] of this.tree.entries(key)) {
-      if (end !== '' && k >= end) break;
-      if (fn(ki) === false) break;
+    let high = end;
+    let includeHigh = false;
+    if (end === '') {
+      const max = this.tree.maxKey();
+      if (max === undefined || max < key) return;
+      high = max;
+      includeHigh = true;
     }
+    // forRange walks leaves directly (no iterator allocations); `break` is its way to stop.
+    this.tree.forRange(key, high, includeHigh, (_k, ki) => {
+      if (fn(ki) === false) return { break: true };
+      return undefined;
+    });
   }
 
   /** Keys visible at atRev in [key, end), in key order. */

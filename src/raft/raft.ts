@@ -1,5 +1,5 @@
 import assert from 'node:assert';
-import { applySimpleChange, decodeConfChange, restoreTracker } from './confchange';
+import { applySimpleChange, restoreTracker } from './confchange';
 import { ErrProposalDropped, ErrSnapshotTemporarilyUnavailable } from './errors';
 import { ProgressState } from './progress';
 import { RaftLog } from './raft-log';
@@ -882,12 +882,6 @@ export class Raft {
 
   abortLeaderTransfer(): void {
     this.leadTransferee = NONE;
-  }
-
-  /** Decodes a committed conf-change entry (for callers that only hold the entry). */
-  static decodeConfChangeEntry(e: Entry): ConfChange {
-    assert.strictEqual(e.type, EntryType.ConfChange, 'not a ConfChange entry');
-    return decodeConfChange(e.data);
   }
 
   describe(): string {

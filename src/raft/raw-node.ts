@@ -34,6 +34,8 @@ export class RawNode {
   readonly raft: Raft;
   private prevSoftState: SoftState;
   private prevHardState: HardState;
+  /** A Ready was handed out and not yet advanced: no new one until then (its entries would repeat). */
+  private readyOutstanding = false;
 
   constructor(cfg: RaftConfig) {
     this.raft = new Raft(cfg);
@@ -123,7 +125,9 @@ export class RawNode {
     this.raft.step(newMessage({ type: MessageType.MsgSnapStatus, from: id, reject: failed }));
   }
 
+  /** False while a Ready is outstanding (between ready() and advance()). */
   hasReady(): boolean {
+    if (this.readyOutstanding) return false;
     const r = this.raft;
     const ss = r.softState();
     if (ss.lead !== this.prevSoftState.lead || ss.raftState !== this.prevSoftState.raftState) return true;
@@ -134,14 +138,21 @@ export class RawNode {
     return r.readStates.length !== 0;
   }
 
-  /** Takes the pending output. Must be followed by advance(rd) before the next ready(). */
+  /**
+   * Takes the pending output. The caller persists hardState/entries/snapshot (durably if mustSync),
+   * then sends messages and applies committedEntries, then calls advance(rd). tick/step/propose may be
+   * called meanwhile (e.g. while the persist is in flight); ready() may not.
+   */
   ready(): Ready {
+    assert(!this.readyOutstanding, 'ready() called again before advance()');
+    this.readyOutstanding = true;
     const r = this.raft;
     const ss = r.softState();
     const hs = r.hardState();
     const softChanged = ss.lead !== this.prevSoftState.lead || ss.raftState !== this.prevSoftState.raftState;
     const hardChanged = !isEmptyHardState(hs) && !hardStateEqual(hs, this.prevHardState);
-    const entries = r.raftLog.unstableEntries();
+    // A copy: the unstable tail grows in place while the server persists this Ready.
+    const entries = r.raftLog.unstableEntries().slice();
     const rd: Ready = {
       softState: softChanged ? ss : null,
       hardState: hardChanged ? hs : null,
@@ -160,6 +171,8 @@ export class RawNode {
   }
 
   advance(rd: Ready): void {
+    assert(this.readyOutstanding, 'advance() without a Ready');
+    this.readyOutstanding = false;
     const r = this.raft;
     if (rd.hardState) this.prevHardState = rd.hardState;
     let appliedCursor = 0;

@@ -53,7 +53,8 @@ export class Unstable {
   truncateAndAppend(ents: Entry[]): void {
     const after = ents[0]!.index;
     if (after === this.offset + this.entries.length) {
-      this.entries = this.entries.concat(ents);
+      // In place: RawNode.ready() hands out a copy, so no caller holds this array.
+      for (const e of ents) this.entries.push(e);
     } else if (after <= this.offset) {
       // Replaces everything unstable; the storage part after `after` is overridden by these.
       this.offset = after;

@@ -160,7 +160,8 @@ export class EtcdServer implements EtcdServerApi {
     const lessor = new Lessor({
       db: backend.subDb('lease'),
       nowMs: () => Date.now(),
-      minTtlSec: Math.ceil((3 * cfg.electionTimeoutMs) / 1000),
+      // etcd: ceil((3 * electionTicks / 2) * heartbeat), in seconds.
+      minTtlSec: Math.ceil((Math.floor((3 * Math.floor(cfg.electionTimeoutMs / cfg.heartbeatIntervalMs)) / 2) * cfg.heartbeatIntervalMs) / 1000),
       maxTtlSec: MAX_LEASE_TTL_SEC,
     });
     lessor.recover(mvcc.keysWithLease());

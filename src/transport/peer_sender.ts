@@ -60,6 +60,8 @@ export class PeerSender {
   private call: grpc.ClientDuplexStream<Buffer, Buffer> | null = null;
   /** The peer accepted the current stream (response headers arrived). */
   private active = false;
+  /** Wall-clock ms when the peer last became active; 0 while inactive. */
+  private activeSinceMs = 0;
   private writeInFlight = false;
   /** Set after a failed attempt until the next one: messages are dropped, not queued. */
   private inBackoff = false;
@@ -83,6 +85,11 @@ export class PeerSender {
 
   isActive(): boolean {
     return this.active;
+  }
+
+  /** Epoch ms since the peer has been continuously active, or 0 (etcd's ActiveSince). */
+  activeSince(): number {
+    return this.activeSinceMs;
   }
 
   queuedCount(): number {
@@ -168,6 +175,7 @@ export class PeerSender {
     this.queuedBytes = 0;
     this.large.length = 0;
     this.active = false;
+    this.activeSinceMs = 0;
     this.closeClient();
   }
 
@@ -218,6 +226,7 @@ export class PeerSender {
     this.backoffMs = this.cfg.limits.reconnectInitialMs;
     if (this.active) return;
     this.active = true;
+    this.activeSinceMs = Date.now();
     this.cfg.log.info('peer became active', { 'peer-id': hexId(this.cfg.peerId) });
   }
 
@@ -229,6 +238,7 @@ export class PeerSender {
     this.logRejection(details, err);
     if (this.active) {
       this.active = false;
+      this.activeSinceMs = 0;
       this.cfg.log.warn('peer became inactive (message send to peer failed)', {
         'peer-id': hexId(this.cfg.peerId),
         error: err,

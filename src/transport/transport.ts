@@ -157,6 +157,11 @@ export class PeerTransport {
     return this.peers.get(id)?.isActive() ?? false;
   }
 
+  /** Epoch ms since when the peer has been continuously active; 0 if inactive or unknown (etcd's ActiveSince). */
+  activeSince(id: bigint): number {
+    return this.peers.get(id)?.activeSince() ?? 0;
+  }
+
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;

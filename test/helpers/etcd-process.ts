@@ -15,11 +15,6 @@ export function etcdBin(): string {
   return process.env['ETCD_BIN'] || path.join(REPO_ROOT, 'bin', 'etcd');
 }
 
-/** True when the binary under test is the real etcd (3.4), e.g. to pick an expected version string. */
-export function isRealEtcd(bin = etcdBin()): boolean {
-  return path.resolve(bin) === '/usr/bin/etcd';
-}
-
 export interface StartOptions {
   bin?: string;
   /** Extra flags, appended after the cluster flags this helper sets. */

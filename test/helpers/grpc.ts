@@ -146,13 +146,12 @@ export class StreamReader {
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`no stream message within ${timeoutMs} ms`);
       await new Promise<void>((resolve) => {
-        const t = setTimeout(done, left);
-        const self = this;
-        function done(): void {
-          clearTimeout(t);
-          self.waiters.delete(done);
+        const done = (): void => {
+          clearTimeout(timer);
+          this.waiters.delete(done);
           resolve();
-        }
+        };
+        const timer = setTimeout(done, left);
         this.waiters.add(done);
       });
     }

@@ -102,6 +102,7 @@ export class FakeServer implements EtcdServerApi {
   healthy = true;
   alarms: pb.AlarmMember[] = [];
   isLearner = false;
+  leader = MEMBER_ID;
   keepAliveDelayMs = 0;
   snapshotChunks: Buffer[] = [Buffer.from('snap-part-1'), Buffer.from('snap-part-2')];
   readonly calls: string[] = [];
@@ -208,6 +209,7 @@ export class FakeServer implements EtcdServerApi {
   }
   async leaseKeepAlive(req: pb.LeaseKeepAliveRequest): Promise<pb.LeaseKeepAliveResponse> {
     if (this.keepAliveDelayMs > 0) await new Promise((r) => setTimeout(r, this.keepAliveDelayMs * Math.random()));
+    if (req.ID === '666') throw etcdError('NoLeader');
     const ttl = this.leases.get(req.ID);
     if (ttl === undefined) throw etcdError('LeaseNotFound');
     return { header: this.header(), ID: req.ID, TTL: String(ttl) };
@@ -246,7 +248,7 @@ export class FakeServer implements EtcdServerApi {
       header: this.header(),
       version: '3.6.0',
       dbSize: '4096',
-      leader: MEMBER_ID,
+      leader: this.leader,
       raftIndex: '10',
       raftTerm: RAFT_TERM,
       raftAppliedIndex: '10',

@@ -1,7 +1,7 @@
 // Starts the API over a FakeServer on 127.0.0.1:0 and hands out clients.
 import * as grpc from '@grpc/grpc-js';
 import { clientConstructor } from '../../../src/pb/load';
-import { createGrpcServer } from '../../../src/api/grpc_server';
+import { createGrpcServer, type GrpcServerOptions } from '../../../src/api/grpc_server';
 import { createHttpHandler } from '../../../src/api/http';
 import { listenClientUrls, type ClientListeners } from '../../../src/api/listener';
 import type { ApiLogger, MetricsHook } from '../../../src/api/types';
@@ -24,9 +24,11 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function startHarness(opts: { metrics?: MetricsHook; fake?: FakeServer } = {}): Promise<Harness> {
+export async function startHarness(
+  opts: { metrics?: MetricsHook; fake?: FakeServer; grpc?: GrpcServerOptions } = {},
+): Promise<Harness> {
   const fake = opts.fake ?? new FakeServer();
-  const g = createGrpcServer(fake, quietLog);
+  const g = createGrpcServer(fake, quietLog, opts.grpc);
   const handler = createHttpHandler(fake, quietLog, { metrics: opts.metrics, checkTimeoutMs: 2000 });
   const listeners = await listenClientUrls(['http://127.0.0.1:0'], g.grpcServer, handler, quietLog);
   const port = listeners.addresses[0]!.port;
@@ -48,6 +50,7 @@ export async function startHarness(opts: { metrics?: MetricsHook; fake?: FakeSer
     async close(): Promise<void> {
       for (const c of clients) c.close();
       handler.close();
+      g.close();
       await listeners.close();
       g.grpcServer.forceShutdown();
     },

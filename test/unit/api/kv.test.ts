@@ -125,6 +125,8 @@ describe('KV validation (etcd v3rpc checks)', () => {
         'etcdserver: request is too large',
       );
       await call(kv, 'Put', { key: b('small'), value: Buffer.alloc(100) });
+      // A txn without writes is not proposed, so etcd does not size-check it.
+      await call(kv, 'Txn', { compare: [{ key: b('k'), target: 3, result: 0, value: Buffer.alloc(2000) }], success: [{ requestRange: { key: b('k') } }] });
     } finally {
       h.fake.limits.maxRequestBytes = 1.5 * 1024 * 1024;
     }

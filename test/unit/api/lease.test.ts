@@ -62,6 +62,16 @@ describe('Lease', () => {
     ka.stream.end();
   });
 
+  it('ends the keepalive stream with the server error for anything but an unknown lease', async () => {
+    const ka = openKeepAlive();
+    const err = new Promise<grpc.ServiceError>((resolve) => ka.stream.on('error', resolve));
+    ka.stream.write({ ID: '12345' });
+    ka.stream.write({ ID: '666' });
+    const e = await err;
+    expect([e.code, e.details]).toEqual([grpc.status.UNAVAILABLE, 'etcdserver: no leader']);
+    expect(ka.got.map((r) => [r.ID, r.TTL])).toEqual([['12345', '0']]);
+  });
+
   it('answers TimeToLive of an unknown lease with TTL -1, and revoke with LeaseNotFound', async () => {
     const ttl = await call<{ ID: string; TTL: string }>(lease, 'LeaseTimeToLive', { ID: '4242' });
     expect([ttl.ID, ttl.TTL]).toEqual(['4242', '-1']);

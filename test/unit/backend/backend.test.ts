@@ -91,6 +91,15 @@ describe('Backend', () => {
     const be2 = Backend.open(copyPath);
     expect(be2.subDb('big').getBinary(Buffer.from('key-1999'))?.length).toBe(100);
     await be2.close();
+    const snap = await be.openSnapshot();
+    let n = 0;
+    let last = Buffer.alloc(0);
+    for await (const c of snap.chunks) {
+      n += c.length;
+      last = c;
+    }
+    expect(n - last.length).toBe(snap.totalBytes);
+    expect(fs.readdirSync(path.dirname(be.filePath)).filter((f) => f.startsWith('.snap-'))).toEqual([]);
     await be.close();
   });
 

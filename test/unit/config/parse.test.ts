@@ -387,3 +387,16 @@ describe('sub-commands', () => {
     expect(r.stderrText).toBe('etcd grpc-proxy is not available in this server\n');
   });
 });
+
+describe('0.0.0.0 listeners with default advertise URLs', () => {
+  it('advertise the default-route address instead of localhost, when there is one', () => {
+    const r = run(['--listen-peer-urls=http://0.0.0.0:2380']);
+    const peer = r.config.initialAdvertisePeerUrls[0];
+    if (r.notices.some((n) => n.msg === 'detected default host for advertise')) {
+      expect(peer.hostname).not.toBe('localhost');
+      expect(peer.port).toBe('2380');
+    } else {
+      expect(peer.text).toBe('http://localhost:2380');
+    }
+  });
+});

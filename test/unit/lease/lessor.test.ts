@@ -5,6 +5,7 @@ import path from 'node:path';
 import { open } from 'lmdb';
 import { Lessor, type LeaseDb, LEASE_REVOKE_RATE_PER_SEC, MAX_LEASE_TTL_SEC } from '../../../src/lease/lessor';
 import { LeaseIdGenerator } from '../../../src/lease/lease-id';
+import { ExpiryHeap } from '../../../src/lease/expiry-heap';
 import { decodeLeaseRecord, encodeLeaseRecord, leaseKey } from '../../../src/lease/lease-record';
 import { EtcdError, Errors } from '../../../src/errors';
 
@@ -282,5 +283,35 @@ describe('LeaseIdGenerator', () => {
     now += 10; // restart 10 ms later, after 1000 IDs (~4 ms worth of counter)
     const a2 = new LeaseIdGenerator(0xabcdn, () => now);
     expect(a2.next() > prev).toBe(true);
+  });
+});
+
+describe('ExpiryHeap', () => {
+  it('behaves like a sorted map under random upserts and removals', () => {
+    let seed = 12345;
+    const rnd = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+    const heap = new ExpiryHeap();
+    const model = new Map<bigint, number>();
+    for (let i = 0; i < 20000; i++) {
+      const id = BigInt(Math.floor(rnd() * 200));
+      const op = rnd();
+      if (op < 0.6) {
+        const d = Math.floor(rnd() * 1000);
+        heap.upsert(id, d);
+        model.set(id, d);
+      } else if (op < 0.8) {
+        expect(heap.remove(id)).toBe(model.delete(id));
+      } else {
+        const top = heap.peek();
+        if (model.size === 0) {
+          expect(top).toBeUndefined();
+        } else {
+          const min = Math.min(...model.values());
+          const minIds = [...model].filter(([, d]) => d === min).map(([k]) => k).sort((a, b) => (a < b ? -1 : 1));
+          expect(top).toEqual({ id: minIds[0], deadlineMs: min });
+        }
+      }
+      expect(heap.size).toBe(model.size);
+    }
   });
 });

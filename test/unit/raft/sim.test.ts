@@ -12,6 +12,7 @@ import {
   Message,
   MessageType,
   RawNode,
+  Ready,
   StateType,
   decodeConfChange,
 } from '../../../src/raft';
@@ -21,6 +22,8 @@ interface SimNode {
   id: bigint;
   /** Applied its own removal: stopped for good, as an etcd member shuts down. */
   removed: boolean;
+  /** A Ready taken but not yet persisted/applied/advanced (async mode); lost on a crash. */
+  pending: Ready | null;
   node: RawNode | null; // null while crashed
   durable: MemoryStorage; // what survived a crash: persisted hard state, entries, snapshot
   appliedIndex: number;
@@ -79,6 +82,7 @@ class Sim {
   readonly maxInflight: number;
   readonly maxSizePerMsg: number;
   faultsOn = true;
+  readonly asyncReady: boolean;
   readonly stats = { snapshotsInstalled: 0, crashes: 0, partitions: 0, leadersElected: 0, confChanges: 0 };
   /** Bound on members ever created, so membership churn stays small. */
   static readonly MAX_NODES = 8;
@@ -91,10 +95,11 @@ class Sim {
     this.heartbeatTick = 1 + Math.floor(this.rand() * 2);
     this.maxInflight = 1 + Math.floor(this.rand() * 8);
     this.maxSizePerMsg = this.rand() < 0.3 ? 0 : 64 + Math.floor(this.rand() * 1024);
+    this.asyncReady = this.rand() < 0.5;
     this.ids = Array.from({ length: o.nodes }, (_, i) => BigInt(i + 1));
     for (const id of this.ids) {
       const durable = new MemoryStorage();
-      const sn: SimNode = { id, removed: false, node: null, durable, appliedIndex: 0, proposals: 0 };
+      const sn: SimNode = { id, removed: false, pending: null, node: null, durable, appliedIndex: 0, proposals: 0 };
       this.nodes.set(id, sn);
       sn.node = this.newRawNode(sn, 0);
       sn.node.bootstrap(this.ids);
@@ -122,6 +127,7 @@ class Sim {
   crash(sn: SimNode): void {
     this.stats.crashes++;
     sn.node = null;
+    sn.pending = null;
   }
 
   restart(sn: SimNode): void {
@@ -147,7 +153,7 @@ class Sim {
     let change: ConfChange | null = null;
     if (choice < 0.35 && this.nodes.size < Sim.MAX_NODES) {
       const id = BigInt(this.nodes.size + 1);
-      const sn: SimNode = { id, removed: false, node: null, durable: new MemoryStorage(), appliedIndex: 0, proposals: 0 };
+      const sn: SimNode = { id, removed: false, pending: null, node: null, durable: new MemoryStorage(), appliedIndex: 0, proposals: 0 };
       this.nodes.set(id, sn);
       sn.node = this.newRawNode(sn, 0);
       change = { type: this.rand() < 0.5 ? ConfChangeType.AddNode : ConfChangeType.AddLearnerNode, nodeId: id, context: null };
@@ -206,8 +212,23 @@ class Sim {
   /** Persist, apply, send, advance: the server's node loop on one Ready. */
   processReady(sn: SimNode): boolean {
     const n = sn.node;
-    if (!n || !n.hasReady()) return false;
+    if (!n) return false;
+    if (sn.pending) {
+      const rd = sn.pending;
+      sn.pending = null;
+      this.completeReady(sn, n, rd);
+      return true;
+    }
+    if (!n.hasReady()) return false;
     const rd = n.ready();
+    if (rd.softState?.raftState === StateType.Leader) this.onLeader(sn);
+    // Async mode: persistence completes in a later round while the node keeps stepping messages.
+    if (this.asyncReady && this.rand() < 0.5) sn.pending = rd;
+    else this.completeReady(sn, n, rd);
+    return true;
+  }
+
+  private completeReady(sn: SimNode, n: RawNode, rd: Ready): void {
     if (rd.snapshot) {
       this.stats.snapshotsInstalled++;
       sn.durable.applySnapshot(rd.snapshot);
@@ -218,9 +239,7 @@ class Sim {
     for (const e of rd.committedEntries) this.apply(sn, e);
     for (const m of rd.messages) this.send(m.type === MessageType.MsgSnap ? this.freshSnapshot(sn, m) : m);
     n.advance(rd);
-    if (rd.softState?.raftState === StateType.Leader) this.onLeader(sn);
     if (sn.removed) sn.node = null;
-    return true;
   }
 
   /**
@@ -437,14 +456,14 @@ describe('deterministic simulation', () => {
     expect(total.snapshotsInstalled).toBeGreaterThan(0);
     expect(total.crashes).toBeGreaterThan(SEEDS / 2);
     expect(total.leadersElected).toBeGreaterThan(SEEDS * 2);
-  }, 120_000);
+  }, 300_000);
 
   it(`5 nodes, ${SEEDS} seeds: safety under loss, duplication, reordering, partitions and crashes`, () => {
     const total = runSeeds(100_000, 5);
     expect(total.applied).toBeGreaterThan(SEEDS * 10);
     expect(total.snapshotsInstalled).toBeGreaterThan(0);
     expect(total.leadersElected).toBeGreaterThan(SEEDS * 2);
-  }, 120_000);
+  }, 300_000);
 
   // Frequent crashes, long delays and partitions cause the leader churn of the paper's Figure 8; this
   // scenario catches a leader that commits entries of an earlier term by counting replicas.
@@ -453,13 +472,13 @@ describe('deterministic simulation', () => {
     let leaders = 0;
     for (let s = FIRST_SEED; s < FIRST_SEED + CHAOS_SEEDS; s++) leaders += runSeed(200_000 + s, chaos).stats.leadersElected;
     expect(leaders).toBeGreaterThan(CHAOS_SEEDS * 2);
-  }, 120_000);
+  }, 300_000);
 
   it(`3 nodes, ${MEMBERSHIP_SEEDS} seeds with membership changes (add/remove voters, learners, promotion)`, () => {
     const total = runSeeds(300_000, 3, { confChangeRate: 0.03 }, MEMBERSHIP_SEEDS);
     expect(total.confChanges).toBeGreaterThan(MEMBERSHIP_SEEDS);
     expect(total.applied).toBeGreaterThan(MEMBERSHIP_SEEDS * 10);
-  }, 120_000);
+  }, 300_000);
 
   it('the same seed replays identically', () => {
     const a = runSeed(42, { ...base, nodes: 3 });

@@ -94,3 +94,39 @@ describe('single voter', () => {
     expect(restarted.status()).toMatchObject({ raftState: StateType.Leader, term: 3 });
   });
 });
+
+describe('Ready / advance contract', () => {
+  it('no second Ready before advance; proposals made meanwhile come in the next Ready', () => {
+    const n = singleNode();
+    handleReady(n, n.node.ready());
+    n.node.campaign();
+    handleReady(n, n.node.ready());
+    n.node.propose(Buffer.from('a'));
+    const rd1 = n.node.ready();
+    // While rd1 is being persisted, another proposal arrives.
+    n.node.propose(Buffer.from('b'));
+    expect(n.node.hasReady()).toBe(false);
+    expect(() => n.node.ready()).toThrow(/before advance/);
+    expect(rd1.entries.map((e) => e.data.toString())).toEqual(['a']);
+    handleReady(n, rd1);
+    const rd2 = n.node.ready();
+    expect(rd2.entries.map((e) => e.data.toString())).toEqual(['b']);
+    expect(rd2.committedEntries.map((e) => e.data.toString())).toEqual(['b']);
+    handleReady(n, rd2);
+    expect(n.node.hasReady()).toBe(false);
+  });
+
+  it('mustSync is false when only the commit index changed', () => {
+    const n = singleNode();
+    handleReady(n, n.node.ready());
+    n.node.campaign();
+    const rd = n.node.ready();
+    expect(rd.mustSync).toBe(true);
+    handleReady(n, rd);
+    n.node.readIndex(Buffer.from('x'));
+    const rd2 = n.node.ready();
+    expect(rd2.hardState).toBeNull();
+    expect(rd2.mustSync).toBe(false);
+    handleReady(n, rd2);
+  });
+});

@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { MessageType, newMessage, type Message } from '../../../src/raft/types';
 import { fetchMemberInfo } from '../../../src/transport';
 import { waitFor } from '../../helpers/wait';
-import { connectAll, listen, startNode, stopNode, type Node } from './helpers';
+import { connectAll, startNode, stopNode, type Node } from './helpers';
 
 const started: Node[] = [];
 const closers: Array<() => void> = [];
@@ -56,7 +56,9 @@ describe('PeerTransport', () => {
     await waitFor('a to receive the response', () => a.received.length === 1);
     expect(a.received[0]!.type).toBe(MessageType.MsgHeartbeatResp);
     await waitFor('both peers active', () => a.transport.activePeers() === 1 && b.transport.activePeers() === 1);
-    expect(a.cap.has('peer became active')).toBe(true);
+    expect(a.cap.entries().find((e) => e.msg === 'peer became active')).toMatchObject({ level: 'info', 'peer-id': '2' });
+    expect(a.transport.activeSince(2n)).toBeGreaterThan(0);
+    expect(a.transport.activeSince(9n)).toBe(0);
     expect(a.unreachable).toEqual([]);
   });
 
@@ -187,12 +189,11 @@ describe('PeerTransport', () => {
   });
 
   it('removePeer stops sending; updatePeer moves to the new URL', async () => {
-    const [a, b, c] = [await node(1n), await node(2n), await node(3n)];
+    const [a, b] = [await node(1n), await node(2n)];
     connectAll([a, b]);
-    c.transport.addPeer(1n, [a.url]);
     a.transport.send([heartbeat(1n, 2n, 1)]);
     await waitFor('b gets it', () => b.received.length === 1);
-    // Member 2 moves: its ID now answers at c's URL (c plays member 2 in its own cluster view).
+    // Member 2 moves to a new URL.
     const c2 = await node(2n);
     c2.transport.addPeer(1n, [a.url]);
     a.transport.updatePeer(2n, [c2.url]);
@@ -217,10 +218,14 @@ describe('PeerTransport', () => {
     await expect(fetchMemberInfo(await deadPeerUrl(), { timeoutMs: 2000 })).rejects.toThrow();
   });
 
-  it('a server bound for the peer service needs nothing else of the caller', async () => {
-    // register() only adds the service: the caller's server can carry other services too.
-    const a = await node(1n);
-    expect(typeof listen).toBe('function');
-    expect(a.port).toBeGreaterThan(0);
+  it('tells a removed member so, and it hears of it', async () => {
+    let removed = false;
+    const a = await node(1n, { onRemovedFromCluster: () => (removed = true) });
+    const b = await node(2n, { isMemberRemoved: (id) => id === 1n });
+    connectAll([a, b]);
+    a.transport.send([heartbeat(1n, 2n, 1)]);
+    await waitFor('a to learn it was removed', () => removed);
+    expect(b.cap.has('rejected stream from remote peer because it was removed')).toBe(true);
+    expect(b.received).toEqual([]);
   });
 });
