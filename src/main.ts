@@ -1,8 +1,8 @@
 // Entry point of bin/etcd: parse etcd's command line, start the member, serve clients.
 import http from 'node:http';
-import { parseConfig } from './config';
+import { emitNotices, loggerForConfig, parseConfig, reportParseResult } from './config';
 import type { Config } from './config/types';
-import { createLogger, type Logger } from './log';
+import type { Logger } from './log';
 import { EtcdServer, type ServerConfig } from './server/server';
 import { createGrpcServer } from './api/grpc_server';
 import { createHttpHandler } from './api/http';
@@ -56,24 +56,10 @@ async function listenPlainHttp(urls: string[], handler: http.RequestListener, lo
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const parsed = parseConfig(argv, env);
-  if (parsed.kind === 'help') {
-    process.stderr.write(parsed.usage);
-    process.stdout.write(parsed.text);
-    return 0;
-  }
-  if (parsed.kind === 'version') {
-    process.stdout.write(parsed.text);
-    return 0;
-  }
-  if (parsed.kind === 'error') {
-    const log = createLogger({});
-    for (const n of parsed.notices) log[n.level === 'debug' ? 'debug' : n.level === 'warn' ? 'warn' : n.level === 'info' ? 'info' : 'error'](n.msg, n.fields);
-    if (parsed.stderrText) process.stderr.write(parsed.stderrText);
-    return parsed.exitCode;
-  }
+  if (parsed.kind !== 'run') return reportParseResult(parsed);
   const c = parsed.config;
-  const log = createLogger({ level: c.logLevel, outputs: c.logOutputs, format: c.logFormat });
-  for (const n of parsed.notices) log[n.level === 'debug' ? 'debug' : n.level === 'warn' ? 'warn' : n.level === 'info' ? 'info' : 'error'](n.msg, n.fields);
+  const log = loggerForConfig(c);
+  emitNotices(log, parsed.notices);
   for (const f of c.acceptedButIgnored) log.info('flag accepted but not acted on', { flag: f });
   if (c.initialClusterError) {
     log.error('discovery failed', { error: `error setting up initial cluster: ${c.initialClusterError}` });
@@ -103,14 +89,16 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     maxConcurrentStreams: c.maxConcurrentStreams > 0 && c.maxConcurrentStreams < 2 ** 31 ? c.maxConcurrentStreams : undefined,
   });
   const httpHandler = createHttpHandler(server, log, { checkTimeoutMs: server.requestTimeoutMs });
+  // The JSON gateway calls back into gRPC, which only the client URLs serve.
+  const plainHandler = createHttpHandler(server, log, { checkTimeoutMs: server.requestTimeoutMs, enableGrpcGateway: false });
 
   let clients: ClientListeners;
   let others: http.Server[] = [];
   try {
     clients = await listenClientUrls(c.listenClientUrls.map((u) => u.text), grpc.grpcServer, httpHandler, log);
-    others = others.concat(await listenPlainHttp(c.listenMetricsUrls.map((u) => u.text), httpHandler, log, 'metrics'));
+    others = others.concat(await listenPlainHttp(c.listenMetricsUrls.map((u) => u.text), plainHandler, log, 'metrics'));
     // Peers have nothing to say to a lone member yet; etcd still owns the port.
-    others = others.concat(await listenPlainHttp(c.listenPeerUrls.map((u) => u.text), httpHandler, log, 'peer traffic'));
+    others = others.concat(await listenPlainHttp(c.listenPeerUrls.map((u) => u.text), plainHandler, log, 'peer traffic'));
   } catch (e) {
     log.error('failed to listen', { error: (e as Error).message });
     await server.stop();
@@ -136,6 +124,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
         grpc.setServing(false);
         await Promise.race([clients.close(), new Promise((r) => setTimeout(r, 2000))]);
         for (const s of others) s.close();
+        grpc.close();
+        httpHandler.close();
+        plainHandler.close();
         grpc.grpcServer.forceShutdown();
         await server.stop();
         log.info('stopped etcd server');

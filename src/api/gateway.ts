@@ -4,10 +4,10 @@
 // marshaler: proto field names, int64 as strings, bytes as base64, zero values left out.
 import path from 'node:path';
 import type http from 'node:http';
-import type net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
 import { PROTO_FILES, protoDir } from '../pb/load';
+import { localTargetOf } from './local_target';
 import type { ApiLogger } from './types';
 
 type Kind = 'unary' | 'bidi' | 'serverStream';
@@ -217,17 +217,6 @@ export interface Gateway {
   close(): void;
 }
 
-/** Where this HTTP request came in: the gRPC target for the same listener. */
-function localTarget(req: http.IncomingMessage): string | undefined {
-  const s = req.socket as net.Socket & { server?: net.Server };
-  if (s.localPort !== undefined && s.localAddress) {
-    const host = s.localAddress.includes(':') ? `[${s.localAddress}]` : s.localAddress;
-    return `${host}:${s.localPort}`;
-  }
-  const addr = s.server?.address();
-  return typeof addr === 'string' ? `unix:${addr}` : undefined;
-}
-
 export function createGateway(log: ApiLogger): Gateway {
   const clients = new Map<string, grpc.Client>();
   const clientFor = (target: string): grpc.Client => {
@@ -346,7 +335,7 @@ export function createGateway(log: ApiLogger): Gateway {
         writeText(res, 405, 'Method Not Allowed');
         return true;
       }
-      const target = localTarget(req);
+      const target = localTargetOf(req.socket);
       if (!target) {
         writeJson(res, 503, { error: 'gateway has no local gRPC target', message: 'gateway has no local gRPC target', code: 14 });
         return true;

@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
+import { setLocalTarget } from './local_target';
 import type { ApiLogger } from './types';
 
 /** The HTTP/2 client connection preface (RFC 9113 section 3.4). */
@@ -59,8 +60,9 @@ export async function listenClientUrls(
   const servers: net.Server[] = [];
   let closing = false;
 
-  const route = (socket: net.Socket): void => {
+  const route = (socket: net.Socket, unixPath: string | undefined): void => {
     sockets.add(socket);
+    if (unixPath !== undefined) setLocalTarget(socket, `unix:${unixPath}`);
     socket.on('close', () => sockets.delete(socket));
     socket.on('error', (e) => log.debug('client connection error', { error: e.message }));
     let head: Buffer = Buffer.alloc(0);
@@ -93,7 +95,7 @@ export async function listenClientUrls(
 
   const listenOne = (t: Target): Promise<ListenedUrl> =>
     new Promise((resolve, reject) => {
-      const srv = net.createServer(route);
+      const srv = net.createServer((socket) => route(socket, t.kind === 'unix' ? t.path : undefined));
       const onError = (e: Error): void => reject(new Error(`listen on ${t.url} failed: ${e.message}`));
       srv.once('error', onError);
       const done = (): void => {

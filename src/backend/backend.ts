@@ -23,8 +23,8 @@ export const SNAPSHOT_CHUNK_BYTES = 32 * 1024;
 const DEFAULT_MAP_SIZE_BYTES = 8 * 1024 * 1024 * 1024;
 /** Named sub-databases are few and fixed (meta, kv, lease, members, ...). */
 const MAX_SUB_DBS = 32;
-/** Callbacks queued for after the running batch commits: one per write txn, bounded. */
-const MAX_AFTER_COMMIT = 100_000;
+/** Callbacks queued for after the running batch commits: a few per subsystem, not per write. */
+const MAX_AFTER_COMMIT = 1024;
 
 export interface BackendOptions {
   mapSizeBytes?: number;
@@ -52,6 +52,8 @@ export class Backend {
   private readonly handles = new Map<string, SubDb>();
   private readonly meta: SubDb;
   private depth = 0;
+  /** Counts outer batches, so callers can tell one batch from the next. */
+  private seq = 0;
   private afterCommit: Array<() => void> = [];
   private ci: number;
   private closed = false;
@@ -111,11 +113,13 @@ export class Backend {
     }
     const ciBefore = this.ci;
     this.depth = 1;
+    this.seq++;
     let result: T;
     try {
       result = this.env.transactionSync(fn, TXN_FLAGS_NO_FSYNC);
     } catch (e) {
-      // The transaction was aborted: forget what it would have done.
+      // The transaction was aborted: forget what it would have done. (In-memory state that
+      // callers changed inside it is theirs to discard: for the apply path this is fatal.)
       this.ci = ciBefore;
       this.afterCommit = [];
       throw e;
@@ -124,6 +128,11 @@ export class Backend {
     }
     this.runAfterCommit();
     return result;
+  }
+
+  /** Identifies the running (or last) outer batch. */
+  batchSeq(): number {
+    return this.seq;
   }
 
   isClosed(): boolean {

@@ -19,7 +19,9 @@ let cachedZone = '';
  * timestamps keep capnslog's microsecond precision. UTC prints a literal "Z".
  */
 export function formatLogTime(epochMs: number): string {
-  const second = Math.floor(epochMs / 1000);
+  // Integer milliseconds first: dividing a fractional epoch can round up into the next second.
+  const wholeMs = Math.floor(epochMs);
+  const second = Math.floor(wholeMs / 1000);
   if (second !== cachedSecond) {
     const d = new Date(second * 1000);
     const offsetMin = -d.getTimezoneOffset();
@@ -34,7 +36,7 @@ export function formatLogTime(epochMs: number): string {
     cachedZone = zone;
     cachedSecond = second;
   }
-  const micros = Math.min(999_999, Math.floor((epochMs - second * 1000) * 1000));
+  const micros = (wholeMs - second * 1000) * 1000 + Math.min(999, Math.round((epochMs - wholeMs) * 1000));
   return cachedPrefix + pad(micros, 6) + cachedZone;
 }
 

@@ -79,6 +79,9 @@ export class MvccStore {
   private compactMainRev = -1;
   private readonly listeners: EventsListener[] = [];
   private openTxn: StoreWriteTxn | null = null;
+  /** Revisions written in the running batch, delivered to listeners after it commits (bounded by the batch). */
+  private pendingNotify: Array<{ events: MvccEvent[]; rev: number }> = [];
+  private notifyBatch = -1;
   private compactChain: Promise<void> = Promise.resolve();
   private closed = false;
   private sleepTimer: NodeJS.Timeout | null = null;
@@ -245,10 +248,24 @@ export class MvccStore {
     assert(txn.beginRev === this.currentRev);
     this.currentRev++;
     const rev = this.currentRev;
-    if (this.listeners.length > 0) {
-      this.backend.onCommit(() => {
-        for (const l of this.listeners) l(events, rev);
-      });
+    if (this.listeners.length === 0) return;
+    // Listeners hear about a revision only once its batch has committed; one callback per
+    // batch delivers every revision of it in order.
+    const seq = this.backend.batchSeq();
+    if (this.notifyBatch !== seq) {
+      // Anything still pending belongs to a batch that aborted: it never happened.
+      this.pendingNotify = [];
+      this.notifyBatch = seq;
+      this.backend.onCommit(() => this.flushNotify());
+    }
+    this.pendingNotify.push({ events, rev });
+  }
+
+  private flushNotify(): void {
+    const pending = this.pendingNotify;
+    this.pendingNotify = [];
+    for (const { events, rev } of pending) {
+      for (const l of this.listeners) l(events, rev);
     }
   }
 

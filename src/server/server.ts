@@ -623,7 +623,10 @@ export class EtcdServer implements EtcdServerApi {
       raftIndex: String(st.commit),
       raftTerm: String(st.term),
       raftAppliedIndex: String(this.appliedIndex),
-      errors: this.alarms.list().map((a) => `memberID:${a.memberId} alarm:${a.alarm === AlarmType.NOSPACE ? 'NOSPACE' : 'CORRUPT'} `),
+      errors: [
+        ...(this.leaderId === 0n ? [etcdError('NoLeader').message] : []),
+        ...this.alarms.list().map((a) => `memberID:${a.memberId} alarm:${a.alarm === AlarmType.NOSPACE ? 'NOSPACE' : 'CORRUPT'} `),
+      ],
       dbSizeInUse: String(this.backend.sizeInUseBytes()),
       isLearner: false,
       storageVersion: this.cfg.clusterVersion,

@@ -6,3 +6,6 @@ export { DEFAULT_LIMITS } from './options';
 export type { TransportLimits } from './options';
 export { encodeRaftMessage, decodeRaftMessage, messageToPb, messageFromPb } from './codec';
 export { PEER_SERVICE } from './peer_proto';
+export type { TransportMetrics } from './metrics';
+export { servePeerUrls } from './serve';
+export type { PeerServer } from './serve';

@@ -5,8 +5,9 @@ import assert from 'node:assert';
 import * as grpc from '@grpc/grpc-js';
 import { performance } from 'node:perf_hooks';
 import { formatGoDurationMs, hexId, type Logger } from '../log';
-import { MessageType, MessageTypeName } from '../raft/types';
-import { encodeBatch, framedSizeBytes } from './codec';
+import { MessageType, MessageTypeName, type Message as RaftMessage } from '../raft/types';
+import { encodeBatch, encodeRaftMessage, framedSizeBytes } from './codec';
+import type { TransportMetrics } from './metrics';
 import type { TransportLimits } from './options';
 import { channelOptions } from './options';
 import {
@@ -27,7 +28,7 @@ export interface SenderHooks {
   onLocalRemoved(): void;
 }
 
-export interface OutgoingMessage {
+interface OutgoingMessage {
   type: number;
   from: bigint;
   /** Encoded raftpb.Message. */
@@ -45,6 +46,7 @@ export interface SenderConfig {
   hooks: SenderHooks;
   limits: TransportLimits;
   credentials: (secure: boolean) => grpc.ChannelCredentials;
+  metrics: TransportMetrics;
 }
 
 /** Matches the receiver's status details (etcd's rafthttp response texts). */
@@ -100,22 +102,30 @@ export class PeerSender {
     this.openStream();
   }
 
-  /** Queues one message; false when it was dropped (the caller learns it as unreachable). */
-  enqueue(m: OutgoingMessage): boolean {
+  /** Queues one message; false when it was dropped (the peer was then reported unreachable). */
+  enqueue(m: RaftMessage): boolean {
     if (this.stopped) return false;
-    if (m.type === MessageType.MsgSnap || m.buf.length > this.cfg.limits.maxStreamMsgBytes) return this.enqueueLarge(m);
-    const l = this.cfg.limits;
-    if (this.inBackoff) {
+    const isSnap = m.type === MessageType.MsgSnap;
+    if (this.inBackoff && !isSnap) {
       // Like etcd's pipeline against a dead peer: the send fails at once and raft hears of it.
+      this.cfg.metrics.sentFailure(this.cfg.peerId);
       this.cfg.hooks.onUnreachable(this.cfg.peerId);
       return false;
     }
-    const size = framedSizeBytes(m.buf.length);
+    const out: OutgoingMessage = {
+      type: m.type,
+      from: m.from,
+      buf: encodeRaftMessage(m),
+      snapshotIndex: isSnap && m.snapshot !== null ? m.snapshot.metadata.index : 0,
+    };
+    const l = this.cfg.limits;
+    if (isSnap || out.buf.length > l.maxStreamMsgBytes) return this.enqueueLarge(out);
+    const size = framedSizeBytes(out.buf.length);
     if (this.queuedCount() >= l.maxQueuedMsgsPerPeer || this.queuedBytes + size > l.maxQueuedBytesPerPeer) {
-      this.dropFull(m);
+      this.dropFull(out);
       return false;
     }
-    this.queue.push(m);
+    this.queue.push(out);
     this.queuedBytes += size;
     return true;
   }
@@ -138,7 +148,9 @@ export class PeerSender {
     this.compactQueue();
     const call = this.call;
     this.writeInFlight = true;
-    call.write(encodeBatch(parts), () => {
+    const batch = encodeBatch(parts);
+    call.write(batch, () => {
+      this.cfg.metrics.sentBytes(this.cfg.peerId, batch.length);
       if (call !== this.call) return;
       this.writeInFlight = false;
       this.flush();
@@ -227,6 +239,7 @@ export class PeerSender {
     if (this.active) return;
     this.active = true;
     this.activeSinceMs = Date.now();
+    this.cfg.metrics.peerActive(this.cfg.peerId, true);
     this.cfg.log.info('peer became active', { 'peer-id': hexId(this.cfg.peerId) });
   }
 
@@ -239,6 +252,7 @@ export class PeerSender {
     if (this.active) {
       this.active = false;
       this.activeSinceMs = 0;
+      this.cfg.metrics.peerActive(this.cfg.peerId, false);
       this.cfg.log.warn('peer became inactive (message send to peer failed)', {
         'peer-id': hexId(this.cfg.peerId),
         error: err,
@@ -248,6 +262,7 @@ export class PeerSender {
     this.queue = [];
     this.queueHead = 0;
     this.queuedBytes = 0;
+    this.cfg.metrics.sentFailure(this.cfg.peerId);
     this.cfg.hooks.onUnreachable(this.cfg.peerId);
     if (this.targets.length > 1) {
       this.urlIndex = (this.urlIndex + 1) % this.targets.length;
@@ -286,6 +301,7 @@ export class PeerSender {
   }
 
   private dropFull(m: OutgoingMessage): void {
+    this.cfg.metrics.sentFailure(this.cfg.peerId);
     this.cfg.hooks.onUnreachable(this.cfg.peerId);
     if (m.type === MessageType.MsgSnap) this.cfg.hooks.onSnapshotStatus(this.cfg.peerId, true);
     this.cfg.log.warn('dropped internal Raft message since sending buffer is full (overloaded network)', {
@@ -341,6 +357,7 @@ export class PeerSender {
         if (call !== this.largeCall) return;
         this.largeCall = null;
         if (err === null) {
+          this.cfg.metrics.sentBytes(this.cfg.peerId, m.buf.length);
           if (isSnap) {
             this.cfg.log.info('sent database snapshot', { ...fields, took: formatGoDurationMs(performance.now() - startMs) });
             this.cfg.hooks.onSnapshotStatus(this.cfg.peerId, false);
@@ -351,6 +368,7 @@ export class PeerSender {
             'message-type': MessageTypeName[m.type] ?? String(m.type),
             error: err,
           });
+          this.cfg.metrics.sentFailure(this.cfg.peerId);
           this.cfg.hooks.onUnreachable(this.cfg.peerId);
           if (isSnap) this.cfg.hooks.onSnapshotStatus(this.cfg.peerId, true);
         }

@@ -4,6 +4,7 @@ import * as grpc from '@grpc/grpc-js';
 import { hexId, type Logger } from '../log';
 import { MessageType, type Message } from '../raft/types';
 import { decodeBatch, decodeRaftMessage } from './codec';
+import type { TransportMetrics } from './metrics';
 import {
   decodeChunk,
   EMPTY,
@@ -28,6 +29,7 @@ export interface ReceiverConfig {
   isRemoved(id: bigint): boolean;
   deliver(m: Message): void;
   membersJson(): string;
+  metrics: TransportMetrics;
 }
 
 interface Rejection {
@@ -140,10 +142,12 @@ export class Receiver {
       this.streams.delete(call);
     };
     call.on('data', (batch: Buffer) => {
+      this.cfg.metrics.receivedBytes(from, batch.length);
       let msgs: Message[];
       try {
         msgs = decodeBatch(batch).map(decodeRaftMessage);
       } catch (e) {
+        this.cfg.metrics.receivedFailure(from);
         this.cfg.log.warn('failed to unmarshal Raft message', { 'local-member-id': hexId(this.cfg.localId), error: toError(e) });
         forget();
         call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: 'error unmarshalling raft message' });
@@ -173,6 +177,7 @@ export class Receiver {
       if (failed) return;
       failed = true;
       this.uploads.delete(call);
+      this.cfg.metrics.receivedFailure(from);
       this.cfg.log.warn('failed to receive large Raft message', {
         'local-member-id': hexId(this.cfg.localId),
         'remote-snapshot-sender-id': hexId(from),
@@ -198,6 +203,7 @@ export class Receiver {
       if (received + chunk.data.length > buf.length) return fail(grpc.status.INVALID_ARGUMENT, 'error reading raft message');
       chunk.data.copy(buf, received);
       received += chunk.data.length;
+      this.cfg.metrics.receivedBytes(from, raw.length);
     });
     call.on('end', () => {
       if (failed) return;

@@ -4,8 +4,8 @@
 import assert from 'node:assert';
 import * as grpc from '@grpc/grpc-js';
 import { hexId, type Logger } from '../log';
-import { MessageType, type Message as RaftMessage } from '../raft/types';
-import { encodeRaftMessage } from './codec';
+import type { Message as RaftMessage } from '../raft/types';
+import { NO_METRICS, type TransportMetrics } from './metrics';
 import { DEFAULT_LIMITS, type TransportLimits } from './options';
 import { PEER_SERVICE } from './peer_proto';
 import { PeerSender } from './peer_sender';
@@ -32,6 +32,8 @@ export interface PeerTransportOptions {
   maxQueuedMsgsPerPeer?: number;
   /** Any other bound or timing (tests shrink them). */
   limits?: Partial<TransportLimits>;
+  /** Peer network metrics (etcd_network_*); none by default. */
+  metrics?: TransportMetrics;
   /** Channel credentials per peer URL scheme (https/unixs are `secure`); default insecure / system TLS roots. */
   credentials?(secure: boolean): grpc.ChannelCredentials;
 }
@@ -65,6 +67,7 @@ export class PeerTransport {
         opts.onMessage(m);
       },
       membersJson: () => opts.membersJson?.() ?? '[]',
+      metrics: opts.metrics ?? NO_METRICS,
     });
   }
 
@@ -83,6 +86,7 @@ export class PeerTransport {
       log: this.log,
       limits: this.limits,
       credentials: this.opts.credentials ?? defaultCredentials,
+      metrics: this.opts.metrics ?? NO_METRICS,
       hooks: {
         onUnreachable: (peer) => this.opts.onPeerUnreachable?.(peer),
         onSnapshotStatus: (peer, failed) => this.opts.onSnapshotStatus?.(peer, failed),
@@ -135,12 +139,7 @@ export class PeerTransport {
         });
         continue;
       }
-      p.enqueue({
-        type: m.type,
-        from: m.from,
-        buf: encodeRaftMessage(m),
-        snapshotIndex: m.type === MessageType.MsgSnap && m.snapshot !== null ? m.snapshot.metadata.index : 0,
-      });
+      p.enqueue(m);
       touched.add(p);
     }
     for (const p of touched) p.flush();

@@ -68,6 +68,13 @@ describe('crash (kill -9) and restart', () => {
     let lastSeenRevision = 0;
     const perRound: string[] = [];
 
+    // A lease granted and acknowledged before the crashes must survive them, with its key.
+    const setup = new EtcdGrpc(m.clientHostPort);
+    const grant = await setup.unary('Lease', 'LeaseGrant', { TTL: 600 }, 10_000);
+    const leaseId = String(grant['ID']);
+    await setup.unary('KV', 'Put', { key: Buffer.from('crash/leased'), value: Buffer.from('v'), lease: leaseId }, 10_000);
+    setup.close();
+
     for (let round = 1; round <= ROUNDS; round++) {
       expect(Date.now() - started, 'time budget').toBeLessThan(TOTAL_BUDGET_MS);
       const clients = Array.from({ length: WRITERS }, () => new EtcdGrpc(m!.clientHostPort));
@@ -96,6 +103,11 @@ describe('crash (kill -9) and restart', () => {
           if (!(have >= n)) lost.push(`${k}: acknowledged ${n}, have ${kvs.get(k)}`);
         }
         expect(lost, `round ${round}: acknowledged writes missing after restart:\n${lost.slice(0, 20).join('\n')}`).toEqual([]);
+
+        expect(kvs.get('crash/leased'), `round ${round}: key of the long lease`).toBe('v');
+        const ttl = await check.unary('Lease', 'LeaseTimeToLive', { ID: leaseId, keys: true }, 10_000);
+        expect(Number(ttl['TTL']), `round ${round}: lease TTL after restart`).toBeGreaterThan(0);
+        expect((ttl['keys'] as Buffer[]).map((k) => k.toString())).toEqual(['crash/leased']);
 
         // It serves writes again, at a newer revision.
         const put = await check.unary('KV', 'Put', { key: Buffer.from(`crash/probe/${round}`), value: Buffer.from('ok') }, 10_000);

@@ -294,6 +294,10 @@ const STEPS: Step[] = [
     run: (r) => r.watch([watchCreate({ key: B('live') })], 2, async (write) => write({ cancel_request: { watch_id: 0 } })),
   },
   {
+    name: 'watch progress request',
+    run: (r) => r.watch([watchCreate({ key: B('b') })], 2, async (write) => write({ progress_request: {} })),
+  },
+  {
     name: 'watch two watchers on one stream',
     run: (r) => r.watch([watchCreate({ key: B('b'), start_revision: 3 }), watchCreate({ key: B('d'), start_revision: 6 })], 4),
   },

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -58,12 +59,24 @@ describe('listenClientUrls', () => {
     fs.writeFileSync(path.join(dir, 'placeholder'), '');
     const fake = new FakeServer();
     const g = createGrpcServer(fake, quietLog);
-    const l = await listenClientUrls([`unix://${sockPath}`, 'http://127.0.0.1:0'], g.grpcServer, createHttpHandler(fake, quietLog), quietLog);
+    const handler = createHttpHandler(fake, quietLog);
+    const l = await listenClientUrls([`unix://${sockPath}`, 'http://127.0.0.1:0'], g.grpcServer, handler, quietLog);
     expect(l.addresses.map((a) => a.port === 0)).toEqual([true, false]);
     const KV = clientConstructor('etcdserverpb.KV');
     const c = new KV(`unix:${sockPath}`, grpc.credentials.createInsecure());
     await call(c, 'Put', { key: Buffer.from('u'), value: Buffer.from('v') });
     expect(fake.kvs.has('u')).toBe(true);
+    // HTTP/1.1 and the JSON gateway on the unix socket too.
+    const gw = await new Promise<string>((resolve, reject) => {
+      const r = http.request({ socketPath: sockPath, path: '/v3/kv/range', method: 'POST' }, (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => resolve(body));
+      });
+      r.on('error', reject);
+      r.end(JSON.stringify({ key: Buffer.from('u').toString('base64') }));
+    });
+    expect(JSON.parse(gw)).toMatchObject({ count: '1', kvs: [{ value: Buffer.from('v').toString('base64') }] });
     // An idle HTTP/1 connection and an open watch stream must not block close().
     const idle = net.connect(l.addresses[1]!.port, '127.0.0.1');
     await new Promise<void>((r) => idle.once('connect', () => r()));
@@ -74,6 +87,7 @@ describe('listenClientUrls', () => {
     stream.write({ createRequest: { key: Buffer.from('k') } });
     await new Promise<void>((r) => stream.once('data', () => r()));
     const started = Date.now();
+    handler.close();
     await l.close();
     expect(Date.now() - started).toBeLessThan(2000);
     g.grpcServer.forceShutdown();

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
-import { call, startHarness, waitFor, type Harness } from './harness';
+import { call, startHarness, type Harness } from './harness';
 import { MEMBER_ID } from './fake_server';
 
 let h: Harness;
@@ -78,6 +78,5 @@ describe("etcd's interceptor checks", () => {
     } finally {
       h.fake.leader = MEMBER_ID;
     }
-    await waitFor(() => true);
   });
 });

@@ -138,6 +138,12 @@ describe('applyPut', () => {
     expect(x.leases.keys(11n)).toEqual([]);
   });
 
+  it('rejects an empty key with etcd\'s error, not a crash', () => {
+    const x = setup();
+    expect(etcdErr(() => x.put(putReq('', 'v')))).toBe('etcdserver: key is not provided');
+    expect(x.store.currentRevision()).toBe(1);
+  });
+
   it('rejects a missing lease without writing', () => {
     const x = setup();
     expect(etcdErr(() => x.put(putReq('k', 'v', { lease: '99' })))).toBe('etcdserver: requested lease not found');
@@ -271,6 +277,7 @@ describe('applyTxn', () => {
       [txnReq([], [op.put(putReq('b', '1')), op.put(putReq('c', 'x', { lease: '42' }))]), 'etcdserver: requested lease not found'],
       [txnReq([], [op.put(putReq('b', '1')), op.range(rangeReq('a', { revision: '9' }))]), 'etcdserver: mvcc: required revision is a future revision'],
       [txnReq([], [op.txn(txnReq([], [op.put(putReq('b', '1')), op.put(putReq('zz', '', { ignoreLease: true }))]))]), 'etcdserver: key not found'],
+      [txnReq([], [op.put(putReq('b', '1')), op.put(putReq('', 'x'))]), 'etcdserver: key is not provided'],
       // Delete then ignore_value put of the same key in one txn: the key is gone by then.
       [txnReq([], [op.del(delReq('a')), op.put(putReq('a', '', { ignoreValue: true }))]), 'etcdserver: key not found'],
     ];

@@ -196,3 +196,11 @@ describe('value formats', () => {
     expect(parseLogLevel('verbose')).toBeUndefined();
   });
 });
+
+describe('timestamp edges', () => {
+  it('never rounds into the next second', () => {
+    expect(formatLogTime(Date.UTC(2026, 10, 30, 1, 2, 3, 999) + 0.999)).toBe('2026-11-30T01:02:03.999999Z');
+    expect(formatLogTime(Date.UTC(2026, 10, 30, 1, 2, 4, 0))).toBe('2026-11-30T01:02:04.000000Z');
+    expect(formatLogTime(Date.UTC(2026, 10, 30, 1, 2, 3, 0) + 0.001)).toBe('2026-11-30T01:02:03.000001Z');
+  });
+});

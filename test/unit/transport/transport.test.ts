@@ -1,7 +1,8 @@
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MessageType, newMessage, type Message } from '../../../src/raft/types';
-import { fetchMemberInfo } from '../../../src/transport';
+import { fetchMemberInfo, PeerTransport, servePeerUrls } from '../../../src/transport';
+import { captureLog } from './helpers';
 import { waitFor } from '../../helpers/wait';
 import { connectAll, startNode, stopNode, type Node } from './helpers';
 
@@ -46,7 +47,15 @@ async function deadPeerUrl(): Promise<string> {
 
 describe('PeerTransport', () => {
   it('delivers messages both ways, in order, and counts the peer active', async () => {
-    const [a, b] = [await node(1n), await node(2n)];
+    const counts = { sent: 0, received: 0, active: [] as boolean[] };
+    const metrics = {
+      sentBytes: (_to: bigint, n: number) => (counts.sent += n),
+      sentFailure: () => {},
+      receivedBytes: (_from: bigint, n: number) => (counts.received += n),
+      receivedFailure: () => {},
+      peerActive: (_id: bigint, active: boolean) => counts.active.push(active),
+    };
+    const [a, b] = [await node(1n, { metrics }), await node(2n, { metrics })];
     connectAll([a, b]);
     for (let i = 1; i <= 100; i++) a.transport.send([heartbeat(1n, 2n, i)]);
     b.transport.send([newMessage({ type: MessageType.MsgHeartbeatResp, from: 2n, to: 1n, term: 1 })]);
@@ -59,6 +68,9 @@ describe('PeerTransport', () => {
     expect(a.cap.entries().find((e) => e.msg === 'peer became active')).toMatchObject({ level: 'info', 'peer-id': '2' });
     expect(a.transport.activeSince(2n)).toBeGreaterThan(0);
     expect(a.transport.activeSince(9n)).toBe(0);
+    expect(counts.sent).toBeGreaterThan(100 * 10);
+    await waitFor('received bytes to match sent bytes', () => counts.received === counts.sent);
+    expect(counts.active).toEqual([true, true]);
     expect(a.unreachable).toEqual([]);
   });
 
@@ -216,6 +228,16 @@ describe('PeerTransport', () => {
     const info = await fetchMemberInfo(a.url, { timeoutMs: 5000 });
     expect(info).toEqual({ clusterId: 0xcdf818194e3a8c32n, memberId: 0x8e9e05c52164694dn, membersJson: members });
     await expect(fetchMemberInfo(await deadPeerUrl(), { timeoutMs: 2000 })).rejects.toThrow();
+  });
+
+  it('servePeerUrls listens on the peer URLs with the peer service', async () => {
+    const t = new PeerTransport({ memberId: 7n, clusterId: 9n, log: captureLog().log, onMessage: () => {} });
+    const ps = await servePeerUrls(['http://127.0.0.1:0'], t);
+    closers.push(() => void ps.shutdown());
+    expect(ps.ports[0]).toBeGreaterThan(0);
+    const info = await fetchMemberInfo(`http://127.0.0.1:${ps.ports[0]}`, { timeoutMs: 5000 });
+    expect(info).toEqual({ clusterId: 9n, memberId: 7n, membersJson: '[]' });
+    await t.stop();
   });
 
   it('tells a removed member so, and it hears of it', async () => {
