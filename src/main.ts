@@ -8,6 +8,7 @@ import { createGrpcServer } from './api/grpc_server';
 import { createHttpHandler } from './api/http';
 import { listenClientUrls, type ClientListeners } from './api/listener';
 import { idToHex } from './membership/ids';
+import { createMetrics } from './metrics';
 
 /** The storage format/cluster version we report alongside the emulated server version. */
 function clusterVersionOf(version: string): string {
@@ -75,9 +76,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     'initial-cluster': c.initialClusterText,
   });
 
+  const metrics = createMetrics({ serverVersion: c.emulatedEtcdVersion, extensive: c.metrics === 'extensive' });
   let server: EtcdServer;
   try {
-    server = await EtcdServer.start(serverConfig(c), log);
+    server = await EtcdServer.start(serverConfig(c), log, metrics);
   } catch (e) {
     log.error('failed to start etcd server', { error: (e as Error).message });
     return 1;
@@ -88,9 +90,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     keepaliveTimeoutMs: c.grpcKeepAliveTimeoutMs,
     maxConcurrentStreams: c.maxConcurrentStreams > 0 && c.maxConcurrentStreams < 2 ** 31 ? c.maxConcurrentStreams : undefined,
   });
-  const httpHandler = createHttpHandler(server, log, { checkTimeoutMs: server.requestTimeoutMs });
+  const metricsHook = () => metrics.metricsText();
+  const httpHandler = createHttpHandler(server, log, { metrics: metricsHook, checkTimeoutMs: server.requestTimeoutMs });
   // The JSON gateway calls back into gRPC, which only the client URLs serve.
-  const plainHandler = createHttpHandler(server, log, { checkTimeoutMs: server.requestTimeoutMs, enableGrpcGateway: false });
+  const plainHandler = createHttpHandler(server, log, { metrics: metricsHook, checkTimeoutMs: server.requestTimeoutMs, enableGrpcGateway: false });
 
   let clients: ClientListeners;
   let others: http.Server[] = [];

@@ -87,12 +87,24 @@ export class Backend {
     if (existing) return existing;
     this.dbs.set(name, this.env.openDB<Buffer, Buffer>({ name, keyEncoding: 'binary', encoding: 'binary', cache: false }));
     assert(this.dbs.size <= MAX_SUB_DBS, 'too many sub-databases');
+    // Bound methods are cached per environment generation: the proxy costs one map lookup.
+    let boundFor: SubDb | undefined;
+    const bound = new Map<string | symbol, unknown>();
     const handle = new Proxy({} as SubDb, {
       get: (_target, prop) => {
         const db = this.dbs.get(name);
         assert(db, `sub-database ${name} is not open`);
+        if (boundFor !== db) {
+          bound.clear();
+          boundFor = db;
+        }
+        const cached = bound.get(prop);
+        if (cached !== undefined) return cached;
         const v = (db as unknown as Record<string | symbol, unknown>)[prop];
-        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(db) : v;
+        if (typeof v !== 'function') return v;
+        const fn = (v as (...a: unknown[]) => unknown).bind(db);
+        bound.set(prop, fn);
+        return fn;
       },
     });
     this.handles.set(name, handle);

@@ -123,6 +123,10 @@ export class MemoryStorage implements Storage {
     if (first > entries[0]!.index) entries = entries.slice(first - entries[0]!.index);
     const offset = entries[0]!.index - this.ents[0]!.index;
     assert(offset <= this.ents.length, `missing log entry [last: ${this.lastIndex()}, append at: ${entries[0]!.index}]`);
-    this.ents = this.ents.slice(0, offset).concat(entries);
+    if (offset === this.ents.length) {
+      for (const e of entries) this.ents.push(e);
+    } else {
+      this.ents = this.ents.slice(0, offset).concat(entries);
+    }
   }
 }

@@ -8,6 +8,7 @@ import { Backend } from '../backend/backend';
 import { EtcdError, etcdError } from '../errors';
 import { Lessor, MAX_LEASE_TTL_SEC } from '../lease/lessor';
 import type { LogFields, Logger } from '../log';
+import type { EtcdMetrics } from '../metrics';
 import { MvccStore } from '../mvcc/store';
 import { decodeInternalRequest, encodeInternalRequest } from '../pb/internal';
 import type * as pb from '../pb/types';
@@ -112,7 +113,7 @@ export class EtcdServer implements EtcdServerApi {
 
   // ---------------------------------------------------------------- start-up
 
-  static async start(cfg: ServerConfig, log: Logger): Promise<EtcdServer> {
+  static async start(cfg: ServerConfig, log: Logger, metrics: EtcdMetrics | null = null): Promise<EtcdServer> {
     const memberDir = path.join(cfg.dataDir, 'member');
     const walDir = path.join(memberDir, 'wal');
     const snapDir = path.join(memberDir, 'snap');
@@ -201,6 +202,8 @@ export class EtcdServer implements EtcdServerApi {
     if (bootstrapPeers) raw.bootstrap(bootstrapPeers);
 
     const server = new EtcdServer(cfg, log, backend, mvcc, lessor, watchHub, members, alarms, applier, wal, storage, identity, snapshotIndex, snapshotIndex);
+    server.metrics = metrics;
+    if (metrics) server.instrument(metrics);
     server.node = new RaftNode(raw, storage, wal, {
       onSoftState: (ss) => server.onSoftState(ss),
       onReadStates: (rs) => server.onReadStates(rs),
@@ -208,12 +211,38 @@ export class EtcdServer implements EtcdServerApi {
       send: () => undefined,
       afterAdvance: () => server.maybeSnapshot(),
       fatal: (e) => server.fatal(e),
+      onWalSaved: (_bytes, seconds) => server.metrics?.disk.walFsyncDurationSeconds.observe(seconds),
     }, { tickMs: cfg.heartbeatIntervalMs, maxInbox: MAX_INBOX, log });
     server.node.start();
     // With nothing to replay the core knows the membership from its snapshot already.
     if (contents.entries.length === 0 && snapshotIndex > 0) server.maybeCampaignAlone();
     server.leaseTimer = setInterval(() => server.revokeExpiredLeases(), LEASE_CHECK_INTERVAL_MS);
     return server;
+  }
+
+  private metrics: EtcdMetrics | null = null;
+  private proposalsFailed = 0;
+
+  /** Gauges are sampled at scrape time; counters are bumped where things happen. */
+  private instrument(m: EtcdMetrics): void {
+    m.setServerId(idToHex(this.memberId));
+    m.setClusterVersion(this.cfg.clusterVersion.split('.').slice(0, 2).join('.'));
+    m.server.quotaBackendBytes.set(this.cfg.quotaBackendBytes);
+    m.beforeScrape(() => {
+      m.server.hasLeader.set(this.leaderId !== 0n ? 1 : 0);
+      m.server.isLeader.set(this.isLeader ? 1 : 0);
+      m.server.isLearner.set(0);
+      m.server.proposalsCommitted.set(this.committedIndex);
+      m.server.proposalsApplied.set(this.appliedIndex);
+      m.server.proposalsPending.set(this.proposals.size);
+      m.mvcc.dbTotalSizeInBytes.set(this.backend.sizeBytes());
+      m.mvcc.dbTotalSizeInUseInBytes.set(this.backend.sizeInUseBytes());
+      m.mvcc.keysTotal.set(this.mvcc.keyCount());
+      m.mvcc.currentRevision.set(this.mvcc.currentRevision());
+      m.mvcc.compactRevision.set(this.mvcc.compactRevision());
+      m.mvcc.watcherTotal.set(this.watchHub.watcherCount());
+      m.mvcc.slowWatcherTotal.set(this.watchHub.slowWatcherCount());
+    });
   }
 
   private fatal(e: unknown): void {
@@ -236,6 +265,7 @@ export class EtcdServer implements EtcdServerApi {
       } else {
         this.log.info('raft.node: lost leader', { 'local-member-id': idToHex(this.memberId), 'lost-leader-member-id': idToHex(this.leaderId) });
       }
+      if (ss.lead !== 0n) this.metrics?.server.leaderChangesSeen.inc();
       this.leaderId = ss.lead;
     }
     this.isLeader = ss.raftState === StateType.Leader;
@@ -277,6 +307,7 @@ export class EtcdServer implements EtcdServerApi {
     // the effect of those up to its consistent index. Conf changes among them must still reach
     // the Raft core (it learns the membership only from them); normal entries are skipped.
     const backendIndex = this.backend.consistentIndex();
+    const t0 = process.hrtime.bigint();
     this.backend.batch(() => {
       for (const e of entries) {
         assert.equal(e.index, this.appliedIndex + 1, `applying entry ${e.index} after ${this.appliedIndex}`);
@@ -297,6 +328,7 @@ export class EtcdServer implements EtcdServerApi {
         if (!replay) this.backend.setConsistentIndex(e.index);
       }
     });
+    this.metrics?.disk.backendCommitDurationSeconds.observe(Number(process.hrtime.bigint() - t0) / 1e9);
     this.committedIndex = Math.max(this.committedIndex, this.appliedIndex);
     for (const [id, r] of results) this.proposals.trigger(id, r);
     this.appliedWaiter.appliedTo(this.appliedIndex);
@@ -405,6 +437,10 @@ export class EtcdServer implements EtcdServerApi {
       this.revokesInFlight.add(id);
       const req = { leaseRevoke: { ID: id.toString() } } as pb.InternalRaftRequest;
       this.propose(req)
+        .then(() => {
+          this.metrics?.lease.revokedTotal.inc();
+          this.metrics?.server.leaseExpired.inc();
+        })
         .catch((e) => this.log.warn('failed to revoke expired lease', { 'lease-id': id.toString(16), error: String(e) }))
         .finally(() => this.revokesInFlight.delete(id));
     }
@@ -427,7 +463,13 @@ export class EtcdServer implements EtcdServerApi {
     if (!queued) {
       this.proposals.fail(id, etcdError('RequestTooManyRequests'));
     }
-    const r = await wait;
+    let r: ApplyResult;
+    try {
+      r = await wait;
+    } catch (e) {
+      this.metrics?.server.proposalsFailed.inc();
+      throw e;
+    }
     if (r.err) throw r.err;
     if (r.done) await r.done;
     return r.resp;
@@ -495,20 +537,24 @@ export class EtcdServer implements EtcdServerApi {
 
   async range(req: pb.RangeRequest): Promise<pb.RangeResponse> {
     if (!req.serializable) await this.linearizableReadNotify();
+    this.metrics?.mvcc.rangeTotal.inc();
     return this.withHeader(applyRange(this.mvcc, req));
   }
 
   async put(req: pb.PutRequest): Promise<pb.PutResponse> {
     this.checkQuota(req.key.length + req.value.length);
+    this.metrics?.mvcc.putTotal.inc();
     return this.withHeader((await this.propose({ put: req } as pb.InternalRaftRequest)) as pb.PutResponse);
   }
 
   async deleteRange(req: pb.DeleteRangeRequest): Promise<pb.DeleteRangeResponse> {
+    this.metrics?.mvcc.deleteTotal.inc();
     return this.withHeader((await this.propose({ deleteRange: req } as pb.InternalRaftRequest)) as pb.DeleteRangeResponse);
   }
 
   async txn(req: pb.TxnRequest): Promise<pb.TxnResponse> {
     this.checkQuota(0);
+    this.metrics?.mvcc.txnTotal.inc();
     return this.withHeader((await this.propose({ txn: req } as pb.InternalRaftRequest)) as pb.TxnResponse);
   }
 
@@ -528,11 +574,13 @@ export class EtcdServer implements EtcdServerApi {
     if (id < 0n) throw etcdError('LeaseNotFound');
     if (Number(req.TTL) > MAX_LEASE_TTL_SEC) throw etcdError('LeaseTTLTooLarge');
     const resp = (await this.propose({ leaseGrant: { ID: id.toString(), TTL: req.TTL } } as pb.InternalRaftRequest)) as pb.LeaseGrantResponse;
+    this.metrics?.lease.grantedTotal.inc();
     return this.withHeader(resp);
   }
 
   async leaseRevoke(req: pb.LeaseRevokeRequest): Promise<pb.LeaseRevokeResponse> {
     const resp = (await this.propose({ leaseRevoke: { ID: req.ID } } as pb.InternalRaftRequest)) as pb.LeaseRevokeResponse;
+    this.metrics?.lease.revokedTotal.inc();
     return this.withHeader(resp);
   }
 
@@ -542,6 +590,7 @@ export class EtcdServer implements EtcdServerApi {
     let ttl = 0;
     try {
       ttl = this.lessor.renew(BigInt(req.ID));
+      this.metrics?.lease.renewedTotal.inc();
     } catch (e) {
       if (!(e instanceof EtcdError) || e.message !== etcdError('LeaseNotFound').message) throw e;
     }

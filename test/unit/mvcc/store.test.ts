@@ -268,3 +268,21 @@ describe('MvccStore events', () => {
     expect(s.store.eventsInRange(4, 5, 10, true).events[0].prevKv?.value.toString()).toBe('2');
   });
 });
+
+describe('MvccStore with backend maintenance', () => {
+  it('keeps working across a defragment, and the snapshot copy holds the data', async () => {
+    const s = fresh();
+    for (let i = 0; i < 200; i++) write(s, (t) => t.put(b(`k${i % 20}`), Buffer.alloc(1000, i), 0n));
+    await s.store.compact(s.store.currentRevision()).done;
+    const before = s.store.hashKV(0);
+    await s.backend.defragment();
+    expect(s.store.hashKV(0)).toEqual(before);
+    write(s, (t) => t.put(b('after'), b('defrag'), 0n));
+    expect(s.store.range(b('after'), null).kvs[0].value.toString()).toBe('defrag');
+    expect(s.store.range(b('k'), b('l')).count).toBe(20);
+    await closeStore(s);
+    opened.splice(opened.indexOf(s), 1);
+    const q = fresh(s.dbPath);
+    expect(q.store.range(b('after'), null).kvs[0].modRevision).toBe(202);
+  });
+});

@@ -127,6 +127,7 @@ describe('PeerTransport', () => {
     expect(a.unreachable).toContain(2n);
     expect(b.received).toEqual([]);
     expect(a.transport.activePeers()).toBe(0);
+    expect(a.cap.has('peer became active')).toBe(false);
   });
 
   it('refuses senders it does not know until they are added', async () => {
