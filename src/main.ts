@@ -36,6 +36,11 @@ function serverConfig(c: Config): ServerConfig {
     watchProgressNotifyIntervalMs: c.watchProgressNotifyIntervalMs,
     version: c.emulatedEtcdVersion,
     clusterVersion: clusterVersionOf(c.emulatedEtcdVersion),
+    autoCompaction: {
+      mode: c.autoCompactionMode,
+      retentionMs: c.autoCompactionRetentionMs,
+      retentionRevisions: c.autoCompactionRetentionRevisions,
+    },
   };
 }
 

@@ -15,6 +15,7 @@ import type * as pb from '../pb/types';
 import { ConfChangeType, EntryType, MemoryStorage, RawNode, StateType, decodeConfChange } from '../raft';
 import type { ConfChange, Entry, ReadState, SoftState } from '../raft';
 import { Wal } from '../wal/wal';
+import { createCompactor, type Compactor } from '../compactor';
 import { WatchHub } from '../watch';
 import type { WatchSink, WatchStream } from '../watch/types';
 import { Applier, type ApplyResult } from '../apply/applier';
@@ -46,6 +47,7 @@ export interface ServerConfig {
   /** e.g. "3.6.5" */
   version: string;
   clusterVersion: string;
+  autoCompaction: { mode: 'periodic' | 'revision'; retentionMs: number; retentionRevisions: number };
 }
 
 /** Bounds. */
@@ -217,10 +219,19 @@ export class EtcdServer implements EtcdServerApi {
     // With nothing to replay the core knows the membership from its snapshot already.
     if (contents.entries.length === 0 && snapshotIndex > 0) server.maybeCampaignAlone();
     server.leaseTimer = setInterval(() => server.revokeExpiredLeases(), LEASE_CHECK_INTERVAL_MS);
+    server.compactor = createCompactor(cfg.autoCompaction.mode, {
+      retentionMs: cfg.autoCompaction.retentionMs,
+      retentionRevisions: cfg.autoCompaction.retentionRevisions,
+      target: server,
+      revs: mvcc,
+      log,
+    });
+    server.compactor?.run();
     return server;
   }
 
   private metrics: EtcdMetrics | null = null;
+  private compactor: Compactor | null = null;
   private proposalsFailed = 0;
 
   /** Gauges are sampled at scrape time; counters are bumped where things happen. */
@@ -272,9 +283,12 @@ export class EtcdServer implements EtcdServerApi {
     if (this.isLeader && !wasLeader) {
       // A new leader must not expire leases early: give every lease a full TTL again.
       this.lessor.promote(this.cfg.electionTimeoutMs);
+      this.compactor?.resume();
     } else if (!this.isLeader && wasLeader) {
       this.lessor.demote();
     }
+    // Only the leader compacts (followers apply its compactions through the log).
+    if (!this.isLeader && ss.lead !== 0n) this.compactor?.pause();
     if (ss.lead !== 0n) {
       const ws = this.leaderWaiters.splice(0);
       for (const w of ws) w();
@@ -771,6 +785,7 @@ export class EtcdServer implements EtcdServerApi {
     if (this.stopped) return;
     this.stopped = true;
     if (this.leaseTimer) clearInterval(this.leaseTimer);
+    this.compactor?.stop();
     await this.node.stop();
     this.proposals.failAll(etcdError('Stopped'));
     for (const w of this.readWaiters.splice(0)) w.reject(etcdError('Stopped'));

@@ -106,7 +106,7 @@ class Sim {
     }
     // Creating a member's data dir persists the bootstrap entries before anything else happens (a
     // member that lost them would restart with a partial configuration, e.g. itself alone).
-    for (const sn of this.nodes.values()) this.processReady(sn);
+    for (const sn of this.nodes.values()) this.completeReady(sn, sn.node!, sn.node!.ready());
   }
 
   private newRawNode(sn: SimNode, applied: number): RawNode {
@@ -432,9 +432,9 @@ const base: Omit<SimOptions, 'nodes'> = {
   confChangeRate: 0,
 };
 
-const SEEDS = Number(process.env.RAFT_SIM_SEEDS ?? 200);
-const MEMBERSHIP_SEEDS = Number(process.env.RAFT_SIM_MEMBERSHIP_SEEDS ?? 150);
-const CHAOS_SEEDS = Number(process.env.RAFT_SIM_CHAOS_SEEDS ?? 600);
+const SEEDS = Number(process.env.RAFT_SIM_SEEDS ?? 400);
+const MEMBERSHIP_SEEDS = Number(process.env.RAFT_SIM_MEMBERSHIP_SEEDS ?? 500);
+const CHAOS_SEEDS = Number(process.env.RAFT_SIM_CHAOS_SEEDS ?? 1500);
 const FIRST_SEED = Number(process.env.RAFT_SIM_FIRST_SEED ?? 1);
 
 function runSeeds(seedBase: number, nodes: number, over: Partial<SimOptions> = {}, seeds = SEEDS): Sim['stats'] & { applied: number } {
