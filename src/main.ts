@@ -1,5 +1,6 @@
 // Entry point of bin/etcd: parse etcd's command line, start the member, serve clients.
 import http from 'node:http';
+import https from 'node:https';
 import { emitNotices, loggerForConfig, parseConfig, reportParseResult } from './config';
 import type { Config } from './config/types';
 import type { Logger } from './log';
@@ -9,6 +10,11 @@ import { createHttpHandler } from './api/http';
 import { listenClientUrls, type ClientListeners } from './api/listener';
 import { idToHex } from './membership/ids';
 import { createMetrics } from './metrics';
+import { logRejected, resolveMemberTls, serverCredentials, serverTlsOptions, TLS_FLAGS, type MemberTls, type TlsMaterial } from './tls';
+import { ServerCredentials } from '@grpc/grpc-js';
+import { servePeerUrls, type PeerServer } from './transport';
+
+const grpcInsecureServer = (): ServerCredentials => ServerCredentials.createInsecure();
 
 /** The storage format/cluster version we report alongside the emulated server version. */
 function clusterVersionOf(version: string): string {
@@ -44,12 +50,27 @@ function serverConfig(c: Config): ServerConfig {
   };
 }
 
-async function listenPlainHttp(urls: string[], handler: http.RequestListener, log: Logger, what: string): Promise<http.Server[]> {
+/** HTTP/1.1 listeners (metrics, and peers until the peer transport owns the port); https:// with `tlsMaterial`. */
+async function listenPlainHttp(
+  urls: string[],
+  handler: http.RequestListener,
+  log: Logger,
+  what: string,
+  tlsMaterial: TlsMaterial | undefined,
+): Promise<http.Server[]> {
   const servers: http.Server[] = [];
   for (const raw of urls) {
     const u = new URL(raw);
-    if (u.protocol !== 'http:') throw new Error(`${what} URL ${raw}: only http:// is supported yet`);
-    const s = http.createServer(handler);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error(`${what} URL ${raw}: scheme must be http or https`);
+    let s: http.Server;
+    if (u.protocol === 'https:') {
+      if (tlsMaterial === undefined) throw new Error(`cannot listen on TLS for ${u.host}: KeyFile and CertFile are not presented`);
+      const hs = https.createServer({ ...serverTlsOptions(tlsMaterial, ['http/1.1']), handshakeTimeout: 10_000 }, handler);
+      hs.on('tlsClientError', (err: Error, sock) => logRejected(log, sock, err));
+      s = hs;
+    } else {
+      s = http.createServer(handler);
+    }
     await new Promise<void>((resolve, reject) => {
       s.once('error', reject);
       s.listen(Number(u.port), u.hostname.replace(/^\[|\]$/g, ''), () => resolve());
@@ -66,7 +87,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const c = parsed.config;
   const log = loggerForConfig(c);
   emitNotices(log, parsed.notices);
-  for (const f of c.acceptedButIgnored) log.info('flag accepted but not acted on', { flag: f });
+  for (const f of c.acceptedButIgnored) {
+    if (!TLS_FLAGS.has(f)) log.info('flag accepted but not acted on', { flag: f });
+  }
   if (c.initialClusterError) {
     log.error('discovery failed', { error: `error setting up initial cluster: ${c.initialClusterError}` });
     return 1;
@@ -81,6 +104,14 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     'initial-cluster': c.initialClusterText,
   });
 
+  let memberTls: MemberTls;
+  try {
+    memberTls = resolveMemberTls(c, log);
+  } catch (e) {
+    log.error('failed to load TLS configuration', { error: (e as Error).message });
+    return 1;
+  }
+
   const metrics = createMetrics({ serverVersion: c.emulatedEtcdVersion, extensive: c.metrics === 'extensive' });
   let server: EtcdServer;
   try {
@@ -94,6 +125,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     keepaliveIntervalMs: c.grpcKeepAliveIntervalMs,
     keepaliveTimeoutMs: c.grpcKeepAliveTimeoutMs,
     maxConcurrentStreams: c.maxConcurrentStreams > 0 && c.maxConcurrentStreams < 2 ** 31 ? c.maxConcurrentStreams : undefined,
+    metrics,
   });
   const metricsHook = () => metrics.metricsText();
   const httpHandler = createHttpHandler(server, log, { metrics: metricsHook, checkTimeoutMs: server.requestTimeoutMs });
@@ -102,11 +134,16 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
 
   let clients: ClientListeners;
   let others: http.Server[] = [];
+  let peers: PeerServer | null = null;
   try {
-    clients = await listenClientUrls(c.listenClientUrls.map((u) => u.text), grpc.grpcServer, httpHandler, log);
-    others = others.concat(await listenPlainHttp(c.listenMetricsUrls.map((u) => u.text), plainHandler, log, 'metrics'));
-    // Peers have nothing to say to a lone member yet; etcd still owns the port.
-    others = others.concat(await listenPlainHttp(c.listenPeerUrls.map((u) => u.text), plainHandler, log, 'peer traffic'));
+    clients = await listenClientUrls(c.listenClientUrls.map((u) => u.text), grpc.grpcServer, httpHandler, log, { tls: memberTls.client });
+    // etcd serves https:// metrics URLs with the client TLS settings (client-cert-auth included).
+    others = others.concat(await listenPlainHttp(c.listenMetricsUrls.map((u) => u.text), plainHandler, log, 'metrics', memberTls.client));
+    const peerTls = memberTls.peer;
+    peers = await servePeerUrls(c.listenPeerUrls.map((u) => u.text), server.transport, {
+      credentials: peerTls === undefined ? undefined : (secure) => (secure ? serverCredentials(peerTls) : grpcInsecureServer()),
+    });
+    for (const u of c.listenPeerUrls) log.info('serving peer traffic', { address: u.text });
   } catch (e) {
     log.error('failed to listen', { error: (e as Error).message });
     await server.stop();
@@ -132,6 +169,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
         grpc.setServing(false);
         await Promise.race([clients.close(), new Promise((r) => setTimeout(r, 2000))]);
         for (const s of others) s.close();
+        await peers?.shutdown();
         grpc.close();
         httpHandler.close();
         plainHandler.close();

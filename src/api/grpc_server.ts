@@ -13,6 +13,8 @@ import type { ApiLogger } from './types';
 import { toGrpcError } from './errors';
 import { MemberState, type MemberStateOptions } from './member_state';
 import { withWireSizes } from './unary';
+import { createGrpcInstrumentation } from './grpc_metrics';
+import type { EtcdMetrics } from '../metrics';
 import { createElectionService } from './v3election';
 import { createLockService } from './v3lock';
 import { watchService, GRPC_OVERHEAD_BYTES } from './watch';
@@ -30,6 +32,8 @@ export interface GrpcServerOptions {
   maxConcurrentStreams?: number;
   /** Learner / require-leader checks (etcd's interceptors); see member_state.ts. */
   memberState?: MemberStateOptions;
+  /** go-grpc-prometheus series and etcd's client gRPC byte counters; unset records nothing. */
+  metrics?: EtcdMetrics;
 }
 
 export interface EtcdGrpcServer {
@@ -57,15 +61,21 @@ export function grpcServerOptions(maxRequestBytes: number, opts: GrpcServerOptio
 
 /** A grpc-js Server with etcd's services registered (not yet listening: see listener.ts). */
 export function createGrpcServer(server: EtcdServerApi, log: ApiLogger, opts: GrpcServerOptions = {}): EtcdGrpcServer {
-  const grpcServer = new grpc.Server(grpcServerOptions(server.limits.maxRequestBytes, opts));
+  const instr = opts.metrics ? createGrpcInstrumentation(opts.metrics) : undefined;
+  const serverOpts = grpcServerOptions(server.limits.maxRequestBytes, opts);
+  if (instr) serverOpts.interceptors = [instr.interceptor];
+  const grpcServer = new grpc.Server(serverOpts);
   let serving = true;
   const services: string[] = [];
   const member = new MemberState(server, log, opts.memberState);
   const add = (name: string, impl: grpc.UntypedServiceImplementation, sized = false): void => {
     const def = serviceDefinition(name);
+    // Metrics count a call only once it passes etcd's checks (see grpc_metrics.ts).
+    const counted = instr ? instr.instrumentImpl(impl) : impl;
     // The health service answers whatever the member's state, as in etcd.
-    const guarded = name === 'grpc.health.v1.Health' ? impl : guard(def, impl, member);
-    grpcServer.addService(sized ? withWireSizes(def) : def, guarded);
+    const guarded = name === 'grpc.health.v1.Health' ? counted : guard(def, counted, member);
+    const wireDef = sized ? withWireSizes(def) : def;
+    grpcServer.addService(instr ? instr.countBytes(name, wireDef) : wireDef, guarded);
     services.push(name);
   };
 

@@ -1,9 +1,15 @@
 // One client port for gRPC (HTTP/2) and HTTP/1.1, as etcd serves both on its client URLs:
-// each accepted connection is routed by its first bytes.
+// each accepted connection is routed by its first bytes. On https:// and unixs:// URLs TLS is
+// terminated first (client certificates verified with --client-cert-auth), then the ALPN
+// protocol (or, without ALPN, the first bytes) picks gRPC or HTTP/1.1.
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
+import { checkAllowedPeer, logRejected, serverTlsOptions, type TlsMaterial } from '../tls';
 import { setLocalTarget } from './local_target';
 import type { ApiLogger } from './types';
 
@@ -24,27 +30,35 @@ export interface ClientListeners {
 
 export type HttpHandler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 
-type Target = { kind: 'tcp'; host: string; port: number; url: string } | { kind: 'unix'; path: string; url: string };
+export interface ClientListenOptions {
+  /** Client TLS (--cert-file, ... or --auto-tls); required for https:// and unixs:// URLs. */
+  tls?: TlsMaterial;
+  /** Bound on a TLS handshake; a client that never completes one is dropped after it. */
+  tlsHandshakeTimeoutMs?: number;
+}
+
+/** Long enough for a loaded machine, short enough that silent connections do not pile up. */
+export const DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
+
+type Target = { kind: 'tcp'; host: string; port: number; url: string; secure: boolean } | { kind: 'unix'; path: string; url: string; secure: boolean };
 
 function parseClientUrl(raw: string): Target {
   const m = /^([A-Za-z][A-Za-z0-9+.-]*):\/\/(.*)$/.exec(raw.trim());
   if (!m) throw new Error(`invalid client URL ${JSON.stringify(raw)}`);
   const scheme = m[1]!.toLowerCase();
   const rest = m[2]!;
-  if (scheme === 'https' || scheme === 'unixs') {
-    throw new Error(`client URL ${raw}: TLS (${scheme}://) is not yet supported`);
-  }
-  if (scheme === 'unix') {
+  const secure = scheme === 'https' || scheme === 'unixs';
+  if (scheme === 'unix' || scheme === 'unixs') {
     if (rest === '') throw new Error(`client URL ${raw}: empty unix socket path`);
-    return { kind: 'unix', path: rest, url: raw };
+    return { kind: 'unix', path: rest, url: raw, secure };
   }
-  if (scheme !== 'http') throw new Error(`client URL ${raw}: scheme must be http, https, unix or unixs`);
+  if (scheme !== 'http' && scheme !== 'https') throw new Error(`client URL ${raw}: scheme must be http, https, unix or unixs`);
   const hostport = rest.replace(/\/+$/, '');
   const hm = /^(?:\[([^\]]+)\]|([^:/]*)):(\d+)$/.exec(hostport);
   if (!hm) throw new Error(`client URL ${raw}: address does not have the form "host:port"`);
   const port = Number(hm[3]);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`client URL ${raw}: bad port`);
-  return { kind: 'tcp', host: hm[1] ?? hm[2] ?? '', port, url: raw };
+  return { kind: 'tcp', host: hm[1] ?? hm[2] ?? '', port, url: raw, secure };
 }
 
 export async function listenClientUrls(
@@ -52,13 +66,30 @@ export async function listenClientUrls(
   grpcServer: grpc.Server,
   httpHandler: HttpHandler,
   log: ApiLogger,
+  opts: ClientListenOptions = {},
 ): Promise<ClientListeners> {
   const targets = urls.map(parseClientUrl);
+  const material = opts.tls;
+  for (const t of targets) {
+    if (t.secure && material === undefined) {
+      throw new Error(`TLS key/cert (--cert-file, --key-file) must be provided for client url ${t.url} with HTTPS scheme`);
+    }
+    if (!t.secure && material !== undefined && !material.selfSigned) {
+      log.warn('scheme is HTTP while key and cert files are present; ignoring key and cert files', { 'client-url': t.url });
+      if (material.clientCertAuth) {
+        log.warn('scheme is HTTP while --client-cert-auth is enabled; ignoring client cert auth for this URL', { 'client-url': t.url });
+      }
+    }
+  }
   const injector = grpcServer.createConnectionInjector(grpc.ServerCredentials.createInsecure());
   const httpServer = http.createServer(httpHandler);
   const sockets = new Set<net.Socket>();
   const servers: net.Server[] = [];
   let closing = false;
+  // The JSON gateway dials its own listener's gRPC target in plain text; connections that came
+  // in over TLS point it at a private unix socket served like a plain client URL instead.
+  let gatewayDir: string | undefined;
+  let gatewayTarget: string | undefined;
 
   const route = (socket: net.Socket, unixPath: string | undefined): void => {
     sockets.add(socket);
@@ -93,9 +124,69 @@ export async function listenClientUrls(
     socket.on('data', onData);
   };
 
+  const routeSecure = (socket: tls.TLSSocket, m: TlsMaterial, unixPath: string | undefined): void => {
+    const rejected = checkAllowedPeer(m, socket);
+    if (rejected !== undefined) {
+      logRejected(log, socket, new Error(rejected));
+      socket.destroy();
+      return;
+    }
+    if (closing) {
+      socket.destroy();
+      return;
+    }
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', (e) => log.debug('client connection error', { error: e.message }));
+    if (gatewayTarget !== undefined) setLocalTarget(socket, gatewayTarget);
+    else if (unixPath !== undefined) setLocalTarget(socket, `unix:${unixPath}`);
+    if (socket.alpnProtocol === 'h2') {
+      injector.injectConnection(socket);
+    } else if (socket.alpnProtocol === 'http/1.1') {
+      httpServer.emit('connection', socket);
+    } else {
+      // No ALPN: gRPC clients with prior knowledge still send the HTTP/2 preface.
+      route(socket, undefined);
+    }
+  };
+
+  const createSecureServer = (t: Target, m: TlsMaterial): net.Server => {
+    const srv = tls.createServer({
+      ...serverTlsOptions(m, ['h2', 'http/1.1']),
+      handshakeTimeout: opts.tlsHandshakeTimeoutMs ?? DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS,
+    });
+    srv.on('connection', (raw: net.Socket) => {
+      sockets.add(raw);
+      raw.on('close', () => sockets.delete(raw));
+    });
+    srv.on('secureConnection', (s: tls.TLSSocket) => routeSecure(s, m, t.kind === 'unix' ? t.path : undefined));
+    // Bad or missing client certificates and plain-text clients end here: the connection is
+    // already closed by Node; say why, once, as etcd does.
+    srv.on('tlsClientError', (err: Error, s: tls.TLSSocket) => logRejected(log, s, err));
+    return srv;
+  };
+
+  const listenGateway = async (): Promise<void> => {
+    gatewayDir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-gw-'));
+    fs.chmodSync(gatewayDir, 0o700);
+    const sock = path.join(gatewayDir, 'grpc.sock');
+    const srv = net.createServer((socket) => route(socket, sock));
+    await new Promise<void>((resolve, reject) => {
+      srv.once('error', reject);
+      srv.listen(sock, () => {
+        srv.off('error', reject);
+        resolve();
+      });
+    });
+    servers.push(srv);
+    gatewayTarget = `unix:${sock}`;
+  };
+
   const listenOne = (t: Target): Promise<ListenedUrl> =>
     new Promise((resolve, reject) => {
-      const srv = net.createServer((socket) => route(socket, t.kind === 'unix' ? t.path : undefined));
+      const srv = t.secure
+        ? createSecureServer(t, material!)
+        : net.createServer((socket) => route(socket, t.kind === 'unix' ? t.path : undefined));
       const onError = (e: Error): void => reject(new Error(`listen on ${t.url} failed: ${e.message}`));
       srv.once('error', onError);
       const done = (): void => {
@@ -108,7 +199,7 @@ export async function listenClientUrls(
         }
         const addr = srv.address() as net.AddressInfo;
         const host = t.host.includes(':') ? `[${t.host}]` : t.host;
-        resolve({ url: `http://${host}:${addr.port}`, port: addr.port });
+        resolve({ url: `${t.secure ? 'https' : 'http'}://${host}:${addr.port}`, port: addr.port });
       };
       if (t.kind === 'unix') {
         // As etcd: a stale socket file from an earlier run must not block the bind.
@@ -126,17 +217,21 @@ export async function listenClientUrls(
   const closeAll = async (): Promise<void> => {
     closing = true;
     await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
+    if (gatewayDir !== undefined) fs.rmSync(gatewayDir, { recursive: true, force: true });
   };
 
   const addresses: ListenedUrl[] = [];
   try {
+    if (targets.some((t) => t.secure)) await listenGateway();
     for (const t of targets) {
       const a = await listenOne(t);
       addresses.push(a);
-      log.info('serving client traffic insecurely; this is strongly discouraged!', { address: a.url });
+      if (t.secure) log.info('serving client traffic securely', { address: a.url });
+      else log.info('serving client traffic insecurely; this is strongly discouraged!', { address: a.url });
     }
   } catch (e) {
     for (const s of servers) s.close();
+    if (gatewayDir !== undefined) fs.rmSync(gatewayDir, { recursive: true, force: true });
     injector.destroy();
     throw e;
   }

@@ -41,7 +41,8 @@ export function applyRange(reader: RangeReader, req: pb.RangeRequest): pb.RangeR
     rev: int64ToNumber(req.revision),
     limit: fetchLimit > 0 ? fetchLimit : 0,
     countOnly: req.countOnly,
-    keysOnly: req.keysOnly,
+    // Sorting by value needs the values; they are dropped after the sort below.
+    keysOnly: req.keysOnly && sortTarget !== SortTarget.VALUE,
   });
 
   let kvs = rr.kvs;

@@ -40,6 +40,11 @@ export const MAX_READ_STATES = 65536;
 
 const noopLogger: RaftLogger = { info() {}, warn() {} };
 
+/** IDs print as etcd prints them (%x). */
+function hex(id: bigint): string {
+  return id.toString(16);
+}
+
 function voteRespType(t: number): number {
   if (t === MessageType.MsgVote) return MessageType.MsgVoteResp;
   if (t === MessageType.MsgPreVote) return MessageType.MsgPreVoteResp;
@@ -89,10 +94,12 @@ export class Raft {
   randomizedElectionTimeout = 0;
   private readonly random: () => number;
   readonly logger: RaftLogger;
+  private readonly hexId: string;
 
   constructor(c: RaftConfig) {
     validateConfig(c);
     this.id = c.id;
+    this.hexId = hex(c.id);
     this.logger = c.logger ?? noopLogger;
     this.random = c.random;
     this.raftLog = new RaftLog(c.storage, c.maxCommittedSizePerReadyBytes ?? c.maxSizePerMsgBytes);
@@ -112,15 +119,11 @@ export class Raft {
     if (!isEmptyHardState(hardState)) this.loadState(hardState);
     if (c.applied > 0) this.raftLog.appliedTo(c.applied);
     this.becomeFollower(this.term, NONE);
-    this.logger.info('newRaft', {
-      id: this.id.toString(16),
-      peers: this.prs.voterIds().map((x) => x.toString(16)),
-      term: this.term,
-      commit: this.raftLog.committed,
-      applied: this.raftLog.applied,
-      lastindex: this.raftLog.lastIndex(),
-      lastterm: this.raftLog.lastTerm(),
-    });
+    this.logger.info(
+      `newRaft ${this.hexId} [peers: [${this.prs.voterIds().map(hex).join(',')}], term: ${this.term}, ` +
+        `commit: ${this.raftLog.committed}, applied: ${this.raftLog.applied}, lastindex: ${this.raftLog.lastIndex()}, ` +
+        `lastterm: ${this.raftLog.lastTerm()}]`,
+    );
   }
 
   softState(): SoftState {
@@ -184,7 +187,9 @@ export class Raft {
       }
       assert(!isEmptySnapshot(snapshot), 'need non-empty snapshot');
       pr.becomeSnapshot(snapshot.metadata.index);
-      this.logger.info('sent snapshot', { to: to.toString(16), index: snapshot.metadata.index, term: snapshot.metadata.term });
+      this.logger.info(
+        `${this.hexId} [firstindex: ${this.raftLog.firstIndex()}, commit: ${this.raftLog.committed}] sent snapshot[index: ${snapshot.metadata.index}, term: ${snapshot.metadata.term}] to ${hex(to)} [${pr}]`,
+      );
       this.send(newMessage({ type: MessageType.MsgSnap, to, snapshot }));
       return true;
     }
@@ -256,9 +261,7 @@ export class Raft {
     const li = this.raftLog.lastIndex();
     const stamped = es.map((e, i) => ({ term: this.term, index: li + 1 + i, type: e.type, data: e.data }));
     if (!this.increaseUncommittedSize(stamped)) {
-      this.logger.warn('appending new entries to log would exceed uncommitted entry size limit; dropping proposal', {
-        id: this.id.toString(16),
-      });
+      this.logger.warn(`${this.hexId} appending new entries to log would exceed uncommitted entry size limit; dropping proposal`);
       return false;
     }
     const newLast = this.raftLog.append(stamped);
@@ -364,7 +367,7 @@ export class Raft {
     this.reset(term);
     this.lead = lead;
     this.state = StateType.Follower;
-    this.logger.info(`${this.id.toString(16)} became follower at term ${this.term}`);
+    this.logger.info(`${this.hexId} became follower at term ${this.term}`);
   }
 
   becomeCandidate(): void {
@@ -372,7 +375,7 @@ export class Raft {
     this.reset(this.term + 1);
     this.vote = this.id;
     this.state = StateType.Candidate;
-    this.logger.info(`${this.id.toString(16)} became candidate at term ${this.term}`);
+    this.logger.info(`${this.hexId} became candidate at term ${this.term}`);
   }
 
   becomePreCandidate(): void {
@@ -381,7 +384,7 @@ export class Raft {
     this.prs.resetVotes();
     this.lead = NONE;
     this.state = StateType.PreCandidate;
-    this.logger.info(`${this.id.toString(16)} became pre-candidate at term ${this.term}`);
+    this.logger.info(`${this.hexId} became pre-candidate at term ${this.term}`);
   }
 
   becomeLeader(): void {
@@ -395,13 +398,13 @@ export class Raft {
     // The empty entry of the new term lets the leader commit earlier entries (Raft §5.4.2, §8).
     const ok = this.appendEntry([{ term: 0, index: 0, type: EntryType.Normal, data: Buffer.alloc(0) }]);
     assert(ok, 'empty entry was dropped');
-    this.logger.info(`${this.id.toString(16)} became leader at term ${this.term}`);
+    this.logger.info(`${this.hexId} became leader at term ${this.term}`);
   }
 
   private hup(kind: number): void {
     if (this.state === StateType.Leader) return;
     if (!this.promotable()) {
-      this.logger.warn(`${this.id.toString(16)} is unpromotable and can not campaign`);
+      this.logger.warn(`${this.hexId} is unpromotable and can not campaign`);
       return;
     }
     // An unapplied conf change might remove us or change the quorum: wait until it is applied.
@@ -410,11 +413,11 @@ export class Raft {
       const lo = Math.max(this.raftLog.applied + 1, this.raftLog.firstIndex());
       const ents = lo <= this.raftLog.committed ? this.raftLog.slice(lo, this.raftLog.committed + 1, NO_LIMIT) : [];
       if (ents.some((e) => e.type === EntryType.ConfChange || e.type === EntryType.ConfChangeV2)) {
-        this.logger.warn(`${this.id.toString(16)} cannot campaign at term ${this.term}: pending configuration changes to apply`);
+        this.logger.warn(`${this.hexId} cannot campaign at term ${this.term}: pending configuration changes to apply`);
         return;
       }
     }
-    this.logger.info(`${this.id.toString(16)} is starting a new election at term ${this.term}`);
+    this.logger.info(`${this.hexId} is starting a new election at term ${this.term}`);
     this.campaign(kind);
   }
 
@@ -439,6 +442,9 @@ export class Raft {
     }
     for (const id of this.prs.voterIds()) {
       if (id === this.id) continue;
+      this.logger.info(
+        `${this.hexId} [logterm: ${this.raftLog.lastTerm()}, index: ${this.raftLog.lastIndex()}] sent ${MessageTypeName[voteMsg]} request to ${hex(id)} at term ${this.term}`,
+      );
       this.send(
         newMessage({
           type: voteMsg,
@@ -452,7 +458,9 @@ export class Raft {
     }
   }
 
-  private poll(id: bigint, _t: number, granted: boolean): number {
+  private poll(id: bigint, t: number, granted: boolean): number {
+    if (granted) this.logger.info(`${this.hexId} received ${MessageTypeName[t]} from ${hex(id)} at term ${this.term}`);
+    else this.logger.info(`${this.hexId} received ${MessageTypeName[t]} rejection from ${hex(id)} at term ${this.term}`);
     this.prs.recordVote(id, granted);
     return this.prs.tallyVotes().result;
   }
@@ -469,9 +477,14 @@ export class Raft {
         if (!force && inLease) {
           // We heard from a live leader within the minimum election timeout: a disruptive
           // (e.g. partitioned and rejoining) candidate must not depose it (Raft thesis §4.2.3).
-          this.logger.info(`${this.id.toString(16)} ignored ${MessageTypeName[m.type]} from ${m.from.toString(16)}: lease is not expired`);
+          this.logger.info(`${this.hexId} ignored ${MessageTypeName[m.type]} from ${hex(m.from)}: lease is not expired`);
           return;
         }
+      }
+      if (m.type !== MessageType.MsgPreVote && !(m.type === MessageType.MsgPreVoteResp && !m.reject)) {
+        this.logger.info(
+          `${this.hexId} [term: ${this.term}] received a ${MessageTypeName[m.type]} message with higher term from ${hex(m.from)} [term: ${m.term}]`,
+        );
       }
       if (m.type === MessageType.MsgPreVote) {
         // Never change our term in response to a PreVote.
@@ -503,7 +516,11 @@ export class Raft {
           this.vote === m.from ||
           (this.vote === NONE && this.lead === NONE) ||
           (m.type === MessageType.MsgPreVote && m.term > this.term);
+        const voteLog = () =>
+          `${this.hexId} [logterm: ${this.raftLog.lastTerm()}, index: ${this.raftLog.lastIndex()}, vote: ${hex(this.vote)}]`;
+        const candLog = () => `${hex(m.from)} [logterm: ${m.logTerm}, index: ${m.index}] at term ${this.term}`;
         if (canVote && this.raftLog.isUpToDate(m.index, m.logTerm)) {
+          this.logger.info(`${voteLog()} cast ${MessageTypeName[m.type]} for ${candLog()}`);
           // Reply with the message's term: for pre-votes that is the future term the candidate asked about.
           this.send(newMessage({ type: voteRespType(m.type), to: m.from, term: m.term }));
           if (m.type === MessageType.MsgVote) {
@@ -511,6 +528,7 @@ export class Raft {
             this.vote = m.from;
           }
         } else {
+          this.logger.info(`${voteLog()} rejected ${MessageTypeName[m.type]} from ${candLog()}`);
           this.send(newMessage({ type: voteRespType(m.type), to: m.from, term: this.term, reject: true }));
         }
         return;
@@ -531,7 +549,7 @@ export class Raft {
         const self = this.prs.progress.get(this.id);
         if (self) self.recentActive = true;
         if (!this.prs.quorumActive()) {
-          this.logger.warn(`${this.id.toString(16)} stepped down to follower since quorum is not active`);
+          this.logger.warn(`${this.hexId} stepped down to follower since quorum is not active`);
           this.becomeFollower(this.term, NONE);
         }
         this.prs.visit((id, pr) => {
@@ -550,7 +568,7 @@ export class Raft {
           if (this.pendingConfIndex > this.raftLog.applied) {
             // One change at a time: a second one is turned into an empty normal entry, as etcd does,
             // so the proposer's wait ends when that entry applies.
-            this.logger.info(`${this.id.toString(16)} ignoring conf change: possible unapplied conf change at index ${this.pendingConfIndex} (applied to ${this.raftLog.applied})`);
+            this.logger.info(`${this.hexId} ignoring conf change: possible unapplied conf change at index ${this.pendingConfIndex} (applied to ${this.raftLog.applied})`);
             ents[i] = { term: 0, index: 0, type: EntryType.Normal, data: Buffer.alloc(0) };
           } else {
             this.pendingConfIndex = this.raftLog.lastIndex() + i + 1;
@@ -614,7 +632,7 @@ export class Raft {
           // keep sending
         }
         if (m.from === this.leadTransferee && pr.match === this.raftLog.lastIndex()) {
-          this.logger.info(`${this.id.toString(16)} sent MsgTimeoutNow to ${m.from.toString(16)} after received MsgAppResp`);
+          this.logger.info(`${this.hexId} sent MsgTimeoutNow to ${hex(m.from)} after received MsgAppResp`);
           this.sendTimeoutNow(m.from);
         }
         return;
@@ -764,7 +782,7 @@ export class Raft {
         return;
       case MessageType.MsgTimeoutNow:
         if (this.promotable()) {
-          this.logger.info(`${this.id.toString(16)} received MsgTimeoutNow from ${m.from.toString(16)} and starts an election to get leadership`);
+          this.logger.info(`${this.hexId} received MsgTimeoutNow from ${hex(m.from)} and starts an election to get leadership`);
           // Transfers skip pre-vote: the old leader asked for it, nobody needs protecting.
           this.campaign(CampaignKind.Transfer);
         }
@@ -813,7 +831,7 @@ export class Raft {
     const s = m.snapshot;
     assert(s, 'MsgSnap without snapshot');
     if (this.restore(s)) {
-      this.logger.info(`${this.id.toString(16)} restored snapshot`, { index: s.metadata.index, term: s.metadata.term });
+      this.logger.info(`${this.hexId} [commit: ${this.raftLog.committed}] restored snapshot [index: ${s.metadata.index}, term: ${s.metadata.term}]`);
       this.send(newMessage({ type: MessageType.MsgAppResp, to: m.from, index: this.raftLog.lastIndex() }));
     } else {
       this.send(newMessage({ type: MessageType.MsgAppResp, to: m.from, index: this.raftLog.committed }));
@@ -825,14 +843,14 @@ export class Raft {
     if (s.metadata.index <= this.raftLog.committed) return false;
     if (this.state !== StateType.Follower) {
       // Only a follower may be handed a snapshot; a leader receiving one means a bug elsewhere.
-      this.logger.warn(`${this.id.toString(16)} attempted to restore snapshot as non-follower`);
+      this.logger.warn(`${this.hexId} attempted to restore snapshot as non-follower`);
       this.becomeFollower(this.term + 1, NONE);
       return false;
     }
     const cs = s.metadata.confState;
     const member = [...cs.voters, ...cs.learners, ...cs.votersOutgoing].includes(this.id);
     if (!member) {
-      this.logger.warn(`${this.id.toString(16)} attempted to restore snapshot but it is not in the ConfState`);
+      this.logger.warn(`${this.hexId} attempted to restore snapshot but it is not in the ConfState`);
       return false;
     }
     if (this.raftLog.matchTerm(s.metadata.index, s.metadata.term)) {
@@ -885,6 +903,6 @@ export class Raft {
   }
 
   describe(): string {
-    return `${this.id.toString(16)} [term ${this.term}, ${StateTypeName[this.state]}, lead ${this.lead.toString(16)}, ${this.raftLog}]`;
+    return `${this.hexId} [term ${this.term}, ${StateTypeName[this.state]}, lead ${this.lead.toString(16)}, ${this.raftLog}]`;
   }
 }

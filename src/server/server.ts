@@ -13,9 +13,11 @@ import { MvccStore } from '../mvcc/store';
 import { decodeInternalRequest, encodeInternalRequest } from '../pb/internal';
 import type * as pb from '../pb/types';
 import { ConfChangeType, EntryType, MemoryStorage, RawNode, StateType, decodeConfChange } from '../raft';
-import type { ConfChange, Entry, ReadState, SoftState } from '../raft';
+import type { ConfChange, Entry, Message, ReadState, SoftState } from '../raft';
 import { Wal } from '../wal/wal';
 import { createCompactor, type Compactor } from '../compactor';
+import { PeerTransport, fetchMemberInfo } from '../transport';
+import { MessageType } from '../raft';
 import { WatchHub } from '../watch';
 import type { WatchSink, WatchStream } from '../watch/types';
 import { Applier, type ApplyResult } from '../apply/applier';
@@ -120,22 +122,28 @@ export class EtcdServer implements EtcdServerApi {
     const walDir = path.join(memberDir, 'wal');
     const snapDir = path.join(memberDir, 'snap');
     fs.mkdirSync(snapDir, { recursive: true, mode: 0o700 });
-    const haveWal = Wal.exists(walDir);
     const wal = Wal.open(walDir);
+    const haveWal = wal.hasIdentity();
     const backend = Backend.open(path.join(snapDir, 'db'));
     const members = new Members(backend.subDb('members'), backend.subDb('members_removed'));
     const alarms = new Alarms(backend.subDb('alarm'));
 
     let identity: { memberId: bigint; clusterId: bigint };
     let bootstrapPeers: bigint[] | null = null;
-    if (!haveWal) {
-      if (cfg.initialClusterState === 'existing') {
-        throw new Error('joining an existing cluster is not supported yet (--initial-cluster-state=existing)');
-      }
+    if (!haveWal && cfg.initialClusterState === 'existing') {
+      // Joining: learn the cluster from a running member; the leader's log brings the rest.
+      const joined = await fetchClusterToJoin(cfg, log);
+      identity = { memberId: joined.memberId, clusterId: joined.clusterId };
+      backend.batch(() => {
+        for (const m of joined.members) members.add(m);
+      });
+      await backend.flushed();
+      await wal.create({ memberId: joined.memberId, clusterId: joined.clusterId, name: cfg.name });
+      log.info('joining an existing cluster', { 'local-member-id': idToHex(joined.memberId), 'cluster-id': idToHex(joined.clusterId) });
+    } else if (!haveWal) {
       const all: Member[] = [];
-      for (const [name, urls] of cfg.initialCluster) {
+      for (const urls of cfg.initialCluster.values()) {
         all.push({ id: computeMemberId(urls, cfg.initialClusterToken), name: '', peerUrls: urls, clientUrls: [], isLearner: false });
-        void name;
       }
       const self = cfg.initialCluster.get(cfg.name);
       if (!self) throw new Error(`couldn't find local name "${cfg.name}" in the initial cluster configuration`);
@@ -206,11 +214,30 @@ export class EtcdServer implements EtcdServerApi {
     const server = new EtcdServer(cfg, log, backend, mvcc, lessor, watchHub, members, alarms, applier, wal, storage, identity, snapshotIndex, snapshotIndex);
     server.metrics = metrics;
     if (metrics) server.instrument(metrics);
+    server.transport = new PeerTransport({
+      memberId: identity.memberId,
+      clusterId: identity.clusterId,
+      log,
+      onMessage: (m) => {
+        server.node.step(m);
+      },
+      onPeerUnreachable: (id) => server.node.enqueue((r) => r.reportUnreachable(id)),
+      onSnapshotStatus: (id, failed) => server.node.enqueue((r) => r.reportSnapshot(id, failed)),
+      isMemberRemoved: (id) => members.isRemoved(id),
+      membersJson: () => membersToJson(members.list()),
+      onRemovedFromCluster: () => {
+        log.warn('the local member has been permanently removed from the cluster', { 'local-member-id': idToHex(identity.memberId) });
+        void server.stop().then(() => process.exit(0));
+      },
+    });
+    for (const m of members.list()) {
+      if (m.id !== identity.memberId) server.transport.addPeer(m.id, m.peerUrls);
+    }
     server.node = new RaftNode(raw, storage, wal, {
       onSoftState: (ss) => server.onSoftState(ss),
       onReadStates: (rs) => server.onReadStates(rs),
       applyEntries: (ents) => server.applyEntries(ents),
-      send: () => undefined,
+      send: (msgs) => server.sendToPeers(msgs),
       afterAdvance: () => server.maybeSnapshot(),
       fatal: (e) => server.fatal(e),
       onWalSaved: (_bytes, seconds) => server.metrics?.disk.walFsyncDurationSeconds.observe(seconds),
@@ -230,6 +257,8 @@ export class EtcdServer implements EtcdServerApi {
     return server;
   }
 
+  /** Raft messages to other members (set once at start). */
+  transport!: PeerTransport;
   private metrics: EtcdMetrics | null = null;
   private compactor: Compactor | null = null;
   private proposalsFailed = 0;
@@ -254,6 +283,20 @@ export class EtcdServer implements EtcdServerApi {
       m.mvcc.watcherTotal.set(this.watchHub.watcherCount());
       m.mvcc.slowWatcherTotal.set(this.watchHub.slowWatcherCount());
     });
+  }
+
+  private sendToPeers(msgs: Message[]): void {
+    const out: Message[] = [];
+    for (const m of msgs) {
+      if (m.type === MessageType.MsgSnap) {
+        // A follower too far behind needs the whole applied state, not just Raft metadata.
+        this.log.warn('follower needs a snapshot; snapshot transfer is not supported yet', { to: idToHex(m.to) });
+        this.node.enqueue((r) => r.reportSnapshot(m.to, true));
+        continue;
+      }
+      out.push(m);
+    }
+    if (out.length > 0) this.transport.send(out);
   }
 
   private fatal(e: unknown): void {
@@ -292,6 +335,8 @@ export class EtcdServer implements EtcdServerApi {
     if (ss.lead !== 0n) {
       const ws = this.leaderWaiters.splice(0);
       for (const w of ws) w();
+      // Every member publishes its own name and client URLs once it knows a leader.
+      if (!this.publishedAttributes) this.publishAttributes();
     }
   }
 
@@ -346,7 +391,6 @@ export class EtcdServer implements EtcdServerApi {
     this.committedIndex = Math.max(this.committedIndex, this.appliedIndex);
     for (const [id, r] of results) this.proposals.trigger(id, r);
     this.appliedWaiter.appliedTo(this.appliedIndex);
-    if (!this.publishedAttributes && this.isLeader) this.publishAttributes();
     this.maybeCampaignAlone();
   }
 
@@ -370,16 +414,19 @@ export class EtcdServer implements EtcdServerApi {
         } else if (cc.context && cc.context.length > 0) {
           const m = JSON.parse(cc.context.toString()) as { id: string; name: string; peerUrls: string[]; isLearner: boolean };
           this.members.add({ id: BigInt(m.id), name: m.name, peerUrls: m.peerUrls, clientUrls: [], isLearner: cc.type === ConfChangeType.AddLearnerNode });
+          if (cc.nodeId !== this.memberId && !this.transport.hasPeer(cc.nodeId)) this.transport.addPeer(cc.nodeId, m.peerUrls);
         }
         break;
       }
       case ConfChangeType.RemoveNode:
         this.members.remove(cc.nodeId);
+        if (cc.nodeId !== this.memberId && this.transport.hasPeer(cc.nodeId)) this.transport.removePeer(cc.nodeId);
         break;
       case ConfChangeType.UpdateNode:
         if (cc.context && cc.context.length > 0) {
           const m = JSON.parse(cc.context.toString()) as { peerUrls: string[] };
           this.members.update(cc.nodeId, { peerUrls: m.peerUrls });
+          if (cc.nodeId !== this.memberId && this.transport.hasPeer(cc.nodeId)) this.transport.updatePeer(cc.nodeId, m.peerUrls);
         }
         break;
     }
@@ -406,6 +453,10 @@ export class EtcdServer implements EtcdServerApi {
       (e) => {
         this.publishedAttributes = false;
         this.log.warn('failed to publish local member to cluster through raft', { error: String(e) });
+        // etcd keeps trying until it is published.
+        setTimeout(() => {
+          if (!this.stopped && !this.publishedAttributes && this.leaderId !== 0n) this.publishAttributes();
+        }, 500).unref();
       },
     );
   }
@@ -787,6 +838,7 @@ export class EtcdServer implements EtcdServerApi {
     if (this.leaseTimer) clearInterval(this.leaseTimer);
     this.compactor?.stop();
     await this.node.stop();
+    await this.transport.stop();
     this.proposals.failAll(etcdError('Stopped'));
     for (const w of this.readWaiters.splice(0)) w.reject(etcdError('Stopped'));
     if (this.readInFlight) {
@@ -798,4 +850,40 @@ export class EtcdServer implements EtcdServerApi {
     await this.backend.close();
     await this.wal.close();
   }
+}
+
+interface MemberJson {
+  id: string;
+  name: string;
+  peerUrls: string[];
+  clientUrls: string[];
+  isLearner: boolean;
+}
+
+function membersToJson(ms: Member[]): string {
+  const out: MemberJson[] = ms.map((m) => ({ id: m.id.toString(), name: m.name, peerUrls: m.peerUrls, clientUrls: m.clientUrls, isLearner: m.isLearner }));
+  return JSON.stringify(out);
+}
+
+/** etcd's --initial-cluster-state=existing: ask the other members who is in the cluster. */
+async function fetchClusterToJoin(cfg: ServerConfig, log: Logger): Promise<{ clusterId: bigint; memberId: bigint; members: Member[] }> {
+  const urls: string[] = [];
+  for (const [name, u] of cfg.initialCluster) if (name !== cfg.name) urls.push(...u);
+  let lastError = '';
+  for (const url of urls) {
+    try {
+      const info = await fetchMemberInfo(url, { timeoutMs: 5000 });
+      const list = (JSON.parse(info.membersJson) as MemberJson[]).map((m) => ({ ...m, id: BigInt(m.id) }));
+      const mine = [...cfg.initialAdvertisePeerUrls].sort().join(',');
+      const self = list.find((m) => [...m.peerUrls].sort().join(',') === mine);
+      if (!self) {
+        throw new Error(`member with peer URLs ${cfg.initialAdvertisePeerUrls.join(',')} is not in the cluster; add it with "etcdctl member add" first`);
+      }
+      return { clusterId: info.clusterId, memberId: self.id, members: list };
+    } catch (e) {
+      lastError = (e as Error).message;
+      log.warn('failed to get cluster information from peer', { 'remote-peer-url': url, error: lastError });
+    }
+  }
+  throw new Error(`cannot fetch cluster info from peer urls: ${lastError || 'no peer URLs given'}`);
 }

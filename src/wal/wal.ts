@@ -53,6 +53,11 @@ export class Wal {
     return new Wal(root, entriesDb, metaDb, dir);
   }
 
+  /** Whether this log belongs to a member already (create() completed). */
+  hasIdentity(): boolean {
+    return this.metaDb.getBinary(IDENTITY_KEY) !== undefined;
+  }
+
   /** Create a new member's log. Fails if one exists already. */
   async create(identity: WalIdentity): Promise<void> {
     assert(this.metaDb.getBinary(IDENTITY_KEY) === undefined, 'WAL already has an identity');

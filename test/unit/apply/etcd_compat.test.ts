@@ -153,6 +153,7 @@ describe.skipIf(!haveEtcd)('KV semantics equal the real etcd', () => {
       for (let order = 0; order <= 2; order++) {
         await same('Range', rangeReq('a', { ...all, sortTarget: target, sortOrder: order }));
         await same('Range', rangeReq('a', { ...all, sortTarget: target, sortOrder: order, limit: '2' }));
+        await same('Range', rangeReq('a', { ...all, sortTarget: target, sortOrder: order, keysOnly: true }));
       }
     }
     await same('Range', rangeReq('a', { ...all, minModRevision: '4', maxModRevision: '5', limit: '1' }));

@@ -91,6 +91,10 @@ describe('applyRange', () => {
     expect(keys(x.range(rangeReq('a', { ...all, sortTarget: 3, sortOrder: 2 })))).toEqual(['a', 'd', 'c', 'b']); // mod
     expect(keys(x.range(rangeReq('a', { ...all, sortTarget: 2, sortOrder: 1 })))).toEqual(['a', 'b', 'c', 'd']); // create
     expect(keys(x.range(rangeReq('a', { ...all, sortTarget: 1, sortOrder: 2 })))).toEqual(['a', 'b', 'c', 'd']); // version: a=2, ties keep key order
+    // keys_only still sorts by the values (dropped afterwards).
+    const kv = x.range(rangeReq('a', { ...all, sortTarget: 4, sortOrder: 2, keysOnly: true }));
+    expect(keys(kv)).toEqual(['b', 'c', 'd', 'a']);
+    expect(kv.kvs.every((k) => k.value.length === 0)).toBe(true);
     // Sort happens before the limit.
     const r = x.range(rangeReq('a', { ...all, sortTarget: 3, sortOrder: 2, limit: '1' }));
     expect(keys(r)).toEqual(['a']);

@@ -59,6 +59,23 @@ describe('Backend', () => {
     await be.close();
   });
 
+  it('flushes in the background after batches, and supports durable commits', async () => {
+    const be = Backend.open(tmpDb(), { flushIntervalMs: 20 });
+    be.batch(() => be.setConsistentIndex(1));
+    expect(be.metaGet('flush_marker')).toBeUndefined();
+    const deadline = Date.now() + 5_000;
+    while (be.metaGet('flush_marker') === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(be.metaGet('flush_marker')).toBeDefined();
+    await be.close();
+    const p = tmpDb();
+    const d = Backend.open(p, { durableCommits: true });
+    d.batch(() => d.setConsistentIndex(3));
+    await d.close();
+    const d2 = Backend.open(p);
+    expect(d2.consistentIndex()).toBe(3);
+    await d2.close();
+  });
+
   it('stores metadata and reports sizes', async () => {
     const be = Backend.open(tmpDb());
     be.batch(() => be.metaPut('k', Buffer.from('v')));

@@ -177,3 +177,18 @@ describe('leader election (Raft §5.2)', () => {
     expect(c.appliedData(1n)).toEqual(['y']);
   });
 });
+
+describe('logging', () => {
+  it('logs state changes and votes in etcd-raft\'s wording, with hex IDs', () => {
+    const lines: string[] = [];
+    const logger = { info: (msg: string) => lines.push(msg), warn: (msg: string) => lines.push(msg) };
+    const c = new Cluster([1n, 2n, 0xan], { logger });
+    c.stabilize();
+    c.elect(0xan);
+    expect(lines).toContain('a is starting a new election at term 1');
+    expect(lines).toContain('a became candidate at term 2');
+    expect(lines).toContain('a became leader at term 2');
+    expect(lines).toContain('1 [logterm: 1, index: 3, vote: 0] cast MsgVote for a [logterm: 1, index: 3] at term 2');
+    expect(lines.some((l) => l.startsWith('newRaft a [peers: [], term: 0'))).toBe(true);
+  });
+});

@@ -465,9 +465,9 @@ describe('deterministic simulation', () => {
     expect(total.leadersElected).toBeGreaterThan(SEEDS * 2);
   }, 300_000);
 
-  // Frequent crashes, long delays and partitions cause the leader churn of the paper's Figure 8; this
-  // scenario catches a leader that commits entries of an earlier term by counting replicas.
-  it(`3 nodes, ${CHAOS_SEEDS} seeds of heavy churn: no entry of an earlier term is committed by counting`, () => {
+  // Frequent crashes, long delays and partitions: much more leader churn and log divergence. (The
+  // paper's Figure 8 itself is scripted in election.test.ts; random search rarely reaches it.)
+  it(`3 nodes, ${CHAOS_SEEDS} seeds of heavy churn (frequent crashes, long delays, partitions)`, () => {
     const chaos: SimOptions = { ...base, nodes: 3, dropRate: 0.2, crashRate: 0.05, partitionRate: 0.05, maxDelay: 8 };
     let leaders = 0;
     for (let s = FIRST_SEED; s < FIRST_SEED + CHAOS_SEEDS; s++) leaders += runSeed(200_000 + s, chaos).stats.leadersElected;

@@ -1,0 +1,180 @@
+// The battery: etcd's performance-guide loads (key 8 B, value 256 B) as `benchmark` tool invocations.
+import { numberedKeys, type SeedKey } from './seed';
+
+export interface BenchCase {
+  name: string;
+  title: string;
+  members: 1 | 3;
+  /** What the QPS column counts. */
+  unit: 'req' | 'event';
+  /** The tool's arguments, without --endpoints. */
+  toolArgs: string[];
+  /** Keys put before the load starts. */
+  seed: SeedKey[];
+  /** The tool's summary block to read (its heading); default the last one. */
+  section?: string;
+  /** Hard limit on one run of the tool; the run counts as failed beyond it. */
+  timeoutSec: number;
+}
+
+const KEY_BYTES = 8;
+const VALUE_BYTES = 256;
+/** Larger than any total: --sequential-keys then writes a distinct key per request. */
+const DISTINCT_KEY_SPACE = 100_000_000;
+const ONE_KEY = 'benchkey';
+const RANGE_KEYS = 1000;
+
+/** Client levels of etcd's performance guide: [clients, connections]. */
+const LEVELS: readonly [number, number][] = [
+  [1, 1],
+  [100, 10],
+  [1000, 100],
+];
+
+export interface BatteryOptions {
+  /** Seconds one run should take at etcd's reference throughput. */
+  targetSec: number;
+  /** Multiplier on the expected time for the per-run timeout (ours may be much slower). */
+  timeoutFactor: number;
+  minTimeoutSec: number;
+}
+
+export const FULL: BatteryOptions = { targetSec: 4, timeoutFactor: 12, minTimeoutSec: 45 };
+export const QUICK: BatteryOptions = { targetSec: 1.5, timeoutFactor: 12, minTimeoutSec: 25 };
+
+/**
+ * Reference throughput of etcd 3.4.23 on these 2-core machines (the issue's figures), used only
+ * to size each run to about `targetSec`; both systems get the same total.
+ */
+function sized(refQps: number, o: BatteryOptions): { total: number; timeoutSec: number } {
+  const total = Math.max(50, Math.round(refQps * o.targetSec));
+  return { total, timeoutSec: Math.max(o.minTimeoutSec, Math.ceil(o.targetSec * o.timeoutFactor)) };
+}
+
+function levelName(clients: number): string {
+  return `${clients}c`;
+}
+
+export function battery(o: BatteryOptions): BenchCase[] {
+  const cases: BenchCase[] = [];
+  const valueArgs = [`--key-size=${KEY_BYTES}`, `--val-size=${VALUE_BYTES}`];
+  const oneKeySeed: SeedKey[] = [{ key: ONE_KEY, valueBytes: VALUE_BYTES }];
+
+  const putRef: Record<number, number> = { 1: 1100, 100: 11000, 1000: 12000 };
+  const rangeLRef: Record<number, number> = { 1: 1500, 100: 6000, 1000: 6000 };
+  const rangeSRef: Record<number, number> = { 1: 2500, 100: 15000, 1000: 15000 };
+  const put3Ref: Record<number, number> = { 1: 400, 100: 4000, 1000: 7000 };
+
+  for (const members of [1, 3] as const) {
+    const tag = members === 1 ? '' : '-3m';
+    const where = members === 1 ? 'single member' : '3 members';
+    for (const [clients, conns] of LEVELS) {
+      const { total, timeoutSec } = sized((members === 1 ? putRef : put3Ref)[clients], o);
+      cases.push({
+        name: `put-${levelName(clients)}${tag}`,
+        title: `put, ${clients} client(s) / ${conns} conn(s), distinct keys, ${where}`,
+        members,
+        unit: 'req',
+        toolArgs: [
+          `--clients=${clients}`, `--conns=${conns}`, ...(members === 3 ? ['--target-leader'] : []),
+          'put', `--total=${total}`, ...valueArgs, '--sequential-keys', `--key-space-size=${DISTINCT_KEY_SPACE}`,
+        ],
+        seed: [],
+        timeoutSec: members === 1 ? timeoutSec : timeoutSec * 2,
+      });
+    }
+    for (const consistency of ['l', 's'] as const) {
+      for (const [clients, conns] of LEVELS) {
+        const ref = (consistency === 'l' ? rangeLRef : rangeSRef)[clients] / (members === 3 && consistency === 'l' ? 2 : 1);
+        const { total, timeoutSec } = sized(ref, o);
+        cases.push({
+          name: `range-${consistency}-${levelName(clients)}${tag}`,
+          title: `range of one key, ${consistency === 'l' ? 'linearizable' : 'serializable'}, ${clients} client(s) / ${conns} conn(s), ${where}`,
+          members,
+          unit: 'req',
+          toolArgs: [`--clients=${clients}`, `--conns=${conns}`, 'range', ONE_KEY, `--consistency=${consistency}`, `--total=${total}`],
+          seed: oneKeySeed,
+          timeoutSec: members === 1 ? timeoutSec : timeoutSec * 2,
+        });
+      }
+    }
+    if (members === 3) break;
+
+    {
+      const { total, timeoutSec } = sized(500, o);
+      cases.push({
+        name: 'range-1000keys',
+        title: `linearizable range of ${RANGE_KEYS} keys (256 B values), 10 clients / 10 conns`,
+        members: 1,
+        unit: 'req',
+        toolArgs: ['--clients=10', '--conns=10', 'range', 'r/', 'r0', '--consistency=l', `--total=${total}`],
+        seed: numberedKeys('r/', RANGE_KEYS, KEY_BYTES).map((key) => ({ key, valueBytes: VALUE_BYTES })),
+        timeoutSec,
+      });
+    }
+    {
+      const { total, timeoutSec } = sized(4000, o);
+      cases.push({
+        name: 'txn-put',
+        title: 'txn with one put, 100 clients / 10 conns',
+        members: 1,
+        unit: 'req',
+        toolArgs: ['--clients=100', '--conns=10', 'txn-put', `--total=${total}`, ...valueArgs, '--txn-ops=1', `--key-space-size=${DISTINCT_KEY_SPACE}`],
+        seed: [],
+        timeoutSec,
+      });
+    }
+    {
+      const { total, timeoutSec } = sized(10000, o);
+      cases.push({
+        name: 'lease-keepalive',
+        title: 'lease keepalive (unary KeepAliveOnce), 100 clients / 10 conns',
+        members: 1,
+        unit: 'req',
+        toolArgs: ['--clients=100', '--conns=10', 'lease-keepalive', `--total=${total}`],
+        seed: [],
+        timeoutSec,
+      });
+    }
+    {
+      // 100 watchers x 400 puts/s = 40k events/s, the rate of the issue's reference figure.
+      const putRate = 400;
+      const total = Math.round(putRate * o.targetSec);
+      cases.push({
+        name: 'watch-latency',
+        title: `watch latency, 100 watchers on one key over 10 conns, ${putRate} puts/s`,
+        members: 1,
+        unit: 'event',
+        toolArgs: ['--clients=100', '--conns=10', 'watch-latency', `--total=${total}`, `--put-rate=${putRate}`, ...valueArgs],
+        seed: [],
+        timeoutSec: Math.max(o.minTimeoutSec, Math.ceil(o.targetSec * o.timeoutFactor)),
+      });
+    }
+    {
+      // All 1000 watchers on one key: every put fans out to 1000 events.
+      const putRate = 50;
+      const putTotal = Math.round(putRate * o.targetSec);
+      cases.push({
+        name: 'watch-fanout',
+        title: `watch fan-out, 1000 watchers (10 streams x 100) on one key, ${putRate} puts/s; events received`,
+        members: 1,
+        unit: 'event',
+        toolArgs: [
+          '--clients=10', '--conns=10', 'watch', '--streams=10', '--watch-per-stream=100', '--watched-key-total=1',
+          `--put-rate=${putRate}`, `--put-total=${putTotal}`, `--key-size=${KEY_BYTES}`,
+        ],
+        seed: [],
+        section: 'Watch events received summary:',
+        timeoutSec: Math.max(o.minTimeoutSec, Math.ceil(o.targetSec * o.timeoutFactor)),
+      });
+    }
+  }
+  return cases;
+}
+
+/** Cases whose name matches one of the comma-separated patterns (`*` matches any run of characters). */
+export function selectCases(all: readonly BenchCase[], patterns: string | undefined): BenchCase[] {
+  if (!patterns) return [...all];
+  const res = patterns.split(',').filter(Boolean).map((p) => new RegExp(`^${p.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*')}$`));
+  return all.filter((c) => res.some((re) => re.test(c.name)));
+}

@@ -1,0 +1,134 @@
+// Starts a fresh single member or 3-member cluster of either system, checks it answers, stops it.
+import assert from 'node:assert';
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import type { SystemName } from './table';
+
+export interface Launcher {
+  system: SystemName;
+  /** Executable and leading arguments; etcd's flags are appended. */
+  command: string;
+  args: string[];
+  env: NodeJS.ProcessEnv;
+}
+
+export interface Cluster {
+  system: SystemName;
+  endpoints: string[];
+  pids: number[];
+  dataDir: string;
+  /** Stops every member (SIGTERM, then SIGKILL after `graceMs`) and removes the data. */
+  stop(keepData?: boolean): Promise<void>;
+}
+
+const MAX_MEMBERS = 5;
+const POLL_INTERVAL_MS = 200;
+const HEALTH_CALL_TIMEOUT_MS = 4000;
+const STOP_GRACE_MS = 15_000;
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const addr = s.address();
+      assert(addr && typeof addr === 'object');
+      const port = addr.port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** One `etcdctl endpoint health` (the real client: a Get through quorum) against all endpoints. */
+function healthy(etcdctl: string, endpoints: string[]): Promise<boolean> {
+  return new Promise((resolve) => {
+    execFile(
+      etcdctl,
+      [`--endpoints=${endpoints.join(',')}`, '--command-timeout=2s', '--dial-timeout=1s', 'endpoint', 'health'],
+      { env: { ...process.env, ETCDCTL_API: '3' }, timeout: HEALTH_CALL_TIMEOUT_MS },
+      (err) => resolve(!err),
+    );
+  });
+}
+
+function waitExit(child: ChildProcess, ms: number): Promise<boolean> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const t = setTimeout(() => resolve(false), ms);
+    child.once('exit', () => {
+      clearTimeout(t);
+      resolve(true);
+    });
+  });
+}
+
+export interface StartOptions {
+  members: number;
+  /** Parent directory; a fresh sub-directory holds data and logs. */
+  workDir: string;
+  etcdctl: string;
+  readyTimeoutMs: number;
+}
+
+export async function startCluster(l: Launcher, o: StartOptions): Promise<Cluster> {
+  assert(o.members >= 1 && o.members <= MAX_MEMBERS);
+  const dataDir = fs.mkdtempSync(path.join(o.workDir, `${l.system}-${o.members}m-`));
+  const members: { name: string; clientPort: number; peerPort: number }[] = [];
+  for (let i = 1; i <= o.members; i++) members.push({ name: `m${i}`, clientPort: await freePort(), peerPort: await freePort() });
+  const initialCluster = members.map((m) => `${m.name}=http://127.0.0.1:${m.peerPort}`).join(',');
+  const children: ChildProcess[] = [];
+  const exited: string[] = [];
+  for (const m of members) {
+    const args = [
+      ...l.args,
+      `--name=${m.name}`,
+      `--data-dir=${path.join(dataDir, m.name)}`,
+      `--listen-client-urls=http://127.0.0.1:${m.clientPort}`,
+      `--advertise-client-urls=http://127.0.0.1:${m.clientPort}`,
+      `--listen-peer-urls=http://127.0.0.1:${m.peerPort}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${m.peerPort}`,
+      `--initial-cluster=${initialCluster}`,
+      '--initial-cluster-state=new',
+      '--initial-cluster-token=bench',
+    ];
+    const log = fs.openSync(path.join(dataDir, `${m.name}.log`), 'w');
+    const child = spawn(l.command, args, { env: l.env, stdio: ['ignore', log, log] });
+    fs.closeSync(log);
+    child.once('exit', (code, signal) => exited.push(`${m.name} exited (${signal ?? code})`));
+    children.push(child);
+  }
+  const endpoints = members.map((m) => `127.0.0.1:${m.clientPort}`);
+  const pids = children.map((c) => c.pid).filter((p): p is number => typeof p === 'number');
+
+  const stop = async (keepData = false): Promise<void> => {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
+    for (const c of children) {
+      if (!(await waitExit(c, STOP_GRACE_MS))) {
+        c.kill('SIGKILL');
+        await waitExit(c, STOP_GRACE_MS);
+      }
+    }
+    if (!keepData) fs.rmSync(dataDir, { recursive: true, force: true });
+  };
+
+  const deadline = Date.now() + o.readyTimeoutMs;
+  for (;;) {
+    if (exited.length > 0) {
+      await stop(true);
+      throw new Error(`${l.system}: ${exited.join(', ')}; logs in ${dataDir}`);
+    }
+    if (pids.length === members.length && (await healthy(o.etcdctl, endpoints))) break;
+    if (Date.now() > deadline) {
+      await stop(true);
+      throw new Error(`${l.system}: ${o.members}-member cluster not healthy within ${o.readyTimeoutMs} ms; logs in ${dataDir}`);
+    }
+    await sleep(POLL_INTERVAL_MS);
+  }
+  return { system: l.system, endpoints, pids, dataDir, stop };
+}

@@ -1,0 +1,168 @@
+// Medians of repeated runs and the markdown tables the benchmark prints (pure: no I/O).
+import assert from 'node:assert';
+
+export type SystemName = 'etcd' | 'ours';
+
+/** One run of one case against one system. */
+export interface Sample {
+  ok: boolean;
+  /** Why the run produced no figures (timeout, server did not start, tool failed). */
+  error?: string;
+  qps: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** Requests the tool counted as failed (its "Error distribution"). */
+  errors: number;
+  /** Requests completed (the tool's result count). */
+  requests: number;
+  /** Peak resident size of the server (sum over members), from VmHWM. */
+  peakRssMiB: number;
+  /** CPU time the server (all members) spent during the load, user + system. */
+  cpuSec: number;
+  /** Wall time of the load itself. */
+  wallSec: number;
+}
+
+export interface Summary {
+  runs: number;
+  failed: number;
+  qps: number;
+  p50Ms: number;
+  p99Ms: number;
+  peakRssMiB: number;
+  cpuSec: number;
+  /** Server CPU per completed request, microseconds (median of per-run values). */
+  cpuUsPerOp: number;
+  errors: number;
+  /** The error of the last failed run, shown when no run succeeded. */
+  lastError?: string;
+}
+
+export function median(values: readonly number[]): number {
+  assert(values.length > 0, 'median of nothing');
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+/** Medians over the successful runs; null when none succeeded (the caller shows why). */
+export function summarize(samples: readonly Sample[]): Summary | null {
+  const ok = samples.filter((s) => s.ok);
+  const failed = samples.length - ok.length;
+  const lastError = [...samples].reverse().find((s) => !s.ok)?.error;
+  if (ok.length === 0) return null;
+  return {
+    runs: samples.length,
+    failed,
+    qps: median(ok.map((s) => s.qps)),
+    p50Ms: median(ok.map((s) => s.p50Ms)),
+    p99Ms: median(ok.map((s) => s.p99Ms)),
+    peakRssMiB: median(ok.map((s) => s.peakRssMiB)),
+    cpuSec: median(ok.map((s) => s.cpuSec)),
+    cpuUsPerOp: median(ok.map((s) => (s.requests > 0 ? (s.cpuSec * 1e6) / s.requests : 0))),
+    errors: median(ok.map((s) => s.errors)),
+    lastError,
+  };
+}
+
+/** ours / etcd, or null when either side is missing or etcd's figure is zero. */
+export function ratio(ours: number | undefined, etcd: number | undefined): number | null {
+  if (ours === undefined || etcd === undefined || !Number.isFinite(ours) || !Number.isFinite(etcd) || etcd === 0) return null;
+  return ours / etcd;
+}
+
+/** Three significant digits, without exponent notation for the ranges we print. */
+export function fmt(value: number): string {
+  if (!Number.isFinite(value)) return String(value);
+  const abs = Math.abs(value);
+  if (abs >= 1000) return Math.round(value).toString();
+  if (abs >= 100) return value.toFixed(0);
+  if (abs >= 10) return value.toFixed(1);
+  if (abs >= 1) return value.toFixed(2);
+  if (abs === 0) return '0';
+  return value.toPrecision(3);
+}
+
+function fmtRatio(r: number | null): string {
+  return r === null ? 'n/a' : `${r.toFixed(2)}x`;
+}
+
+export interface CaseResult {
+  name: string;
+  title: string;
+  /** What the QPS column counts (requests, events). */
+  unit: string;
+  etcd: Sample[];
+  ours: Sample[];
+  /** Shown instead of ours' figures when ours was not run (e.g. no 3-member support). */
+  oursNote?: string;
+}
+
+interface Row {
+  label: string;
+  pick: (s: Summary) => number;
+}
+
+const ROWS: Row[] = [
+  { label: 'QPS', pick: (s) => s.qps },
+  { label: 'p50 ms', pick: (s) => s.p50Ms },
+  { label: 'p99 ms', pick: (s) => s.p99Ms },
+  { label: 'peak RSS MiB', pick: (s) => s.peakRssMiB },
+  { label: 'server CPU s', pick: (s) => s.cpuSec },
+  { label: 'CPU µs/op', pick: (s) => s.cpuUsPerOp },
+];
+
+function cell(s: Summary | null, samples: readonly Sample[], note: string | undefined, pick: (s: Summary) => number): string {
+  if (s) return fmt(pick(s));
+  if (note) return note;
+  if (samples.length === 0) return 'not run';
+  return 'failed';
+}
+
+/** One markdown table for one case: a row per metric, a column per system and the ratio. */
+export function renderCaseTable(c: CaseResult): string {
+  const e = summarize(c.etcd);
+  const o = summarize(c.ours);
+  const runs = (xs: readonly Sample[], s: Summary | null): string =>
+    xs.length === 0 ? '0 runs' : `${xs.length} run${xs.length === 1 ? '' : 's'}${s && s.failed > 0 ? `, ${s.failed} failed` : !s ? ', all failed' : ''}`;
+  const lines = [
+    `### ${c.name}: ${c.title}`,
+    '',
+    `| metric | etcd 3.4.23 (${runs(c.etcd, e)}) | ours (${runs(c.ours, o)}) | ours/etcd |`,
+    '|---|---:|---:|---:|',
+  ];
+  for (const row of ROWS) {
+    const label = row.label === 'QPS' ? `${c.unit}/s` : row.label;
+    const r = e && o ? ratio(row.pick(o), row.pick(e)) : null;
+    lines.push(`| ${label} | ${cell(e, c.etcd, undefined, row.pick)} | ${cell(o, c.ours, c.oursNote, row.pick)} | ${fmtRatio(r)} |`);
+  }
+  const notes: string[] = [];
+  if (!e && c.etcd.length > 0) notes.push(`etcd: ${c.etcd[c.etcd.length - 1].error ?? 'failed'}`);
+  if (!o && c.ours.length > 0) notes.push(`ours: ${c.ours[c.ours.length - 1].error ?? 'failed'}`);
+  if (e && e.errors > 0) notes.push(`etcd: ${e.errors} failed requests (median)`);
+  if (o && o.errors > 0) notes.push(`ours: ${o.errors} failed requests (median)`);
+  if (e && e.failed > 0 && e.lastError) notes.push(`etcd failed run: ${e.lastError}`);
+  if (o && o.failed > 0 && o.lastError) notes.push(`ours failed run: ${o.lastError}`);
+  if (notes.length > 0) lines.push('', ...notes.map((n) => `- ${n}`));
+  return lines.join('\n');
+}
+
+/** One line per case: the headline figures side by side (for README). */
+export function renderSummaryTable(cases: readonly CaseResult[]): string {
+  const lines = [
+    '| case | etcd QPS | ours QPS | QPS ours/etcd | etcd p99 ms | ours p99 ms | p99 ours/etcd | RSS ours/etcd | CPU/op ours/etcd |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  for (const c of cases) {
+    const e = summarize(c.etcd);
+    const o = summarize(c.ours);
+    const oursCell = (pick: (s: Summary) => number): string => cell(o, c.ours, c.oursNote, pick);
+    const r = (pick: (s: Summary) => number): string => fmtRatio(e && o ? ratio(pick(o), pick(e)) : null);
+    lines.push(
+      `| ${c.name} | ${cell(e, c.etcd, undefined, (s) => s.qps)} | ${oursCell((s) => s.qps)} | ${r((s) => s.qps)} | ` +
+        `${cell(e, c.etcd, undefined, (s) => s.p99Ms)} | ${oursCell((s) => s.p99Ms)} | ${r((s) => s.p99Ms)} | ` +
+        `${r((s) => s.peakRssMiB)} | ${r((s) => s.cpuUsPerOp)} |`,
+    );
+  }
+  return lines.join('\n');
+}
