@@ -26,6 +26,8 @@ export function revHeader(rev: number): pb.ResponseHeader {
 export function int64ToNumber(v: string | number | null | undefined): number {
   if (v === null || v === undefined || v === '') return 0;
   if (typeof v === 'number') return Number.isFinite(v) ? Math.trunc(v) : 0;
+  // Up to 15 digits is always a safe integer: skip BigInt on the common path.
+  if (v.length <= 15 && /^-?\d+$/.test(v)) return Number(v);
   let b: bigint;
   try {
     b = BigInt(v);
@@ -38,7 +40,7 @@ export function int64ToNumber(v: string | number | null | undefined): number {
 }
 
 export function int64ToBigInt(v: string | number | null | undefined): bigint {
-  if (v === null || v === undefined || v === '') return 0n;
+  if (v === null || v === undefined || v === '' || v === '0' || v === 0) return 0n;
   try {
     return BigInt.asIntN(64, BigInt(v));
   } catch {

@@ -124,10 +124,10 @@ export class MvccStore {
     if (rev > curRev) throw etcdError('FutureRev');
     if (rev <= 0) rev = curRev;
     if (rev < this.compactMainRev) throw etcdError('Compacted');
-    const hits = this.index.range(key.toString('latin1'), toRangeEnd(end), rev);
-    const count = hits.length;
+    const wanted = opts?.countOnly ? 1 : opts?.limit && opts.limit > 0 ? opts.limit : 0;
+    const { hits, total: count } = this.index.rangeLimited(key.toString('latin1'), toRangeEnd(end), rev, wanted);
     if (opts?.countOnly || count === 0) return { kvs: [], count, rev: curRev };
-    const limit = opts?.limit && opts.limit > 0 && opts.limit < count ? opts.limit : count;
+    const limit = hits.length;
     const kvs: KeyValue[] = new Array(limit);
     for (let i = 0; i < limit; i++) {
       const kv = this.readRecord(hits[i].modMain, hits[i].modSub);

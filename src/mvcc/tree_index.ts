@@ -93,12 +93,20 @@ export class TreeIndex {
 
   /** Keys visible at atRev in [key, end), in key order. */
   range(key: string, end: RangeEnd, atRev: number): IndexHit[] {
-    const out: IndexHit[] = [];
+    return this.rangeLimited(key, end, atRev, 0).hits;
+  }
+
+  /** The first `limit` (0 = all) keys visible at atRev in [key, end), and how many there are in all. */
+  rangeLimited(key: string, end: RangeEnd, atRev: number, limit: number): { hits: IndexHit[]; total: number } {
+    const hits: IndexHit[] = [];
+    let total = 0;
     this.visit(key, end, (ki) => {
       const g = ki.get(atRev);
-      if (g) out.push({ key: ki.key, modMain: g.modMain, modSub: g.modSub, createdMain: g.createdMain, ver: g.ver });
+      if (!g) return;
+      total++;
+      if (limit <= 0 || hits.length < limit) hits.push({ key: ki.key, modMain: g.modMain, modSub: g.modSub, createdMain: g.createdMain, ver: g.ver });
     });
-    return out;
+    return { hits, total };
   }
 
   /** Compacts every key's history at rev; returns the revisions that must be kept on disk. */

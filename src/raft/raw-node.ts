@@ -46,8 +46,9 @@ export class RawNode {
   /**
    * Starts a brand-new cluster: writes one committed AddNode entry per initial voter at term 1, as
    * etcd-raft's Bootstrap does, so every member of the new cluster begins with the same log.
+   * `contexts` optionally gives each peer's ConfChange context (etcd puts the member's JSON there).
    */
-  bootstrap(peers: bigint[]): void {
+  bootstrap(peers: bigint[], contexts?: ReadonlyMap<bigint, Buffer>): void {
     assert(peers.length > 0, 'must provide at least one peer to Bootstrap');
     const lastIndex = this.raft.raftLog.storage.lastIndex();
     assert(lastIndex === 0, "can't bootstrap a nonempty Storage");
@@ -58,7 +59,7 @@ export class RawNode {
       term: 1,
       index: i + 1,
       type: EntryType.ConfChange,
-      data: encodeConfChange({ type: ConfChangeType.AddNode, nodeId: id, context: null }),
+      data: encodeConfChange({ type: ConfChangeType.AddNode, nodeId: id, context: contexts?.get(id) ?? null }),
     }));
     this.raft.raftLog.append(ents);
     // Committed by fiat: every initial member writes the same entries.

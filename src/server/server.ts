@@ -26,6 +26,7 @@ import { AlarmType, Alarms } from '../alarm/alarms';
 import { Members, type Member } from '../membership/members';
 import { computeClusterId, computeMemberId, idToHex } from '../membership/ids';
 import { IdGenerator } from './idgen';
+import { LeaderClient } from './leader_client';
 import { RaftNode } from './raft_node';
 import type { EtcdServerApi } from './types';
 import { AppliedWaiter, WaitRegistry } from './wait';
@@ -367,6 +368,7 @@ export class EtcdServer implements EtcdServerApi {
     // the Raft core (it learns the membership only from them); normal entries are skipped.
     const backendIndex = this.backend.consistentIndex();
     const t0 = process.hrtime.bigint();
+    let removedSelf = false;
     this.backend.batch(() => {
       for (const e of entries) {
         assert.equal(e.index, this.appliedIndex + 1, `applying entry ${e.index} after ${this.appliedIndex}`);
@@ -382,6 +384,9 @@ export class EtcdServer implements EtcdServerApi {
           const cc = decodeConfChange(e.data);
           if (!replay) this.applyMembershipChange(cc);
           this.node.raw.applyConfChange(cc);
+          const reqId = confChangeReqId(cc.context);
+          if (reqId && this.proposals.has(reqId)) results.push([reqId, { resp: null, err: null }]);
+          if (!replay && cc.type === ConfChangeType.RemoveNode && cc.nodeId === this.memberId) removedSelf = true;
         }
         this.appliedIndex = e.index;
         if (!replay) this.backend.setConsistentIndex(e.index);
@@ -392,6 +397,11 @@ export class EtcdServer implements EtcdServerApi {
     for (const [id, r] of results) this.proposals.trigger(id, r);
     this.appliedWaiter.appliedTo(this.appliedIndex);
     this.maybeCampaignAlone();
+    if (removedSelf) {
+      this.log.warn('the local member has been permanently removed from the cluster', { 'local-member-id': idToHex(this.memberId) });
+      // Let the answer to the remove request leave before stopping.
+      setTimeout(() => void this.stop().then(() => process.exit(0)), 200).unref();
+    }
   }
 
   /** A lone voter need not wait an election timeout to lead (etcd fast-forwards its ticks). */
@@ -649,9 +659,22 @@ export class EtcdServer implements EtcdServerApi {
     return this.withHeader(resp);
   }
 
+  /** The leader's client URL, for lease calls only the leader can answer. */
+  private leaderUrl(): string {
+    const m = this.members.get(this.leaderId);
+    const url = m?.clientUrls[0];
+    if (!url) throw etcdError('NoLeader');
+    return url;
+  }
+
+  private readonly leaderClient = new LeaderClient();
+
   async leaseKeepAlive(req: pb.LeaseKeepAliveRequest): Promise<pb.LeaseKeepAliveResponse> {
     await this.waitLeader();
-    if (!this.isLeader) throw etcdError('NotLeader');
+    if (!this.isLeader) {
+      const r = await this.leaderClient.keepAlive(this.leaderUrl(), req.ID, this.requestTimeoutMs);
+      return { header: this.header(), ID: r.ID, TTL: r.TTL } as pb.LeaseKeepAliveResponse;
+    }
     let ttl = 0;
     try {
       ttl = this.lessor.renew(BigInt(req.ID));
@@ -663,6 +686,11 @@ export class EtcdServer implements EtcdServerApi {
   }
 
   async leaseTimeToLive(req: pb.LeaseTimeToLiveRequest): Promise<pb.LeaseTimeToLiveResponse> {
+    await this.waitLeader();
+    if (!this.isLeader) {
+      const r = await this.leaderClient.timeToLive(this.leaderUrl(), req, this.requestTimeoutMs);
+      return { ...r, header: this.header() };
+    }
     await this.linearizableReadNotify();
     const t = this.lessor.timeToLive(BigInt(req.ID));
     if (!t) return { header: this.header(), ID: req.ID, TTL: '-1', grantedTTL: '0', keys: [] } as pb.LeaseTimeToLiveResponse;
@@ -703,26 +731,96 @@ export class EtcdServer implements EtcdServerApi {
     return { header: { ...this.header(), revision: '0' }, members: this.members.list().map((m) => this.memberToPb(m)) } as pb.MemberListResponse;
   }
 
-  async memberAdd(_req: pb.MemberAddRequest): Promise<pb.MemberAddResponse> {
-    // Until members talk to each other over the peer URLs, a new member could never start.
-    throw etcdError('MemberNotEnoughStarted');
+  /** etcd's IsReadyToAddVotingMember: adding must not leave the cluster without a started quorum. */
+  private readyToAddVoter(): boolean {
+    const voters = this.members.list().filter((m) => !m.isLearner);
+    const started = voters.filter((m) => m.name !== '').length;
+    const total = voters.length + 1;
+    if (started === 1 && total === 2) return true;
+    return started >= Math.floor(total / 2) + 1;
+  }
+
+  /** etcd's IsReadyToRemoveVotingMember. */
+  private readyToRemoveVoter(id: bigint): boolean {
+    const rest = this.members.list().filter((m) => !m.isLearner && m.id !== id);
+    const started = rest.filter((m) => m.name !== '').length;
+    return started >= Math.floor(rest.length / 2) + 1;
+  }
+
+  private async proposeConfChange(type: number, nodeId: bigint, context: Record<string, unknown>): Promise<void> {
+    if (this.stopped) throw etcdError('Stopped');
+    await this.waitLeader();
+    const reqId = this.idGen.next().toString();
+    const cc = { type, nodeId, context: Buffer.from(JSON.stringify({ ...context, reqId })) };
+    const wait = this.proposals.register(reqId, this.requestTimeoutMs, () => etcdError('Timeout'));
+    if (!wait) throw etcdError('RequestTooManyRequests');
+    const queued = this.node.proposeConfChange(cc, (e) => this.proposals.fail(reqId, this.leaderId === 0n ? etcdError('NoLeader') : new EtcdError(14, e.message)));
+    if (!queued) this.proposals.fail(reqId, etcdError('RequestTooManyRequests'));
+    const r = await wait;
+    if (r.err) throw r.err;
+  }
+
+  private membersPb(): pb.Member[] {
+    return this.members.list().map((m) => this.memberToPb(m));
+  }
+
+  private clusterHeader(): pb.ResponseHeader {
+    return { ...this.header(), revision: '0' };
+  }
+
+  async memberAdd(req: pb.MemberAddRequest): Promise<pb.MemberAddResponse> {
+    const peerUrls = req.peerURLs ?? [];
+    if (peerUrls.length === 0 || !peerUrls.every(isValidUrl)) throw etcdError('MemberBadURLs');
+    for (const m of this.members.list()) {
+      if (m.peerUrls.some((u) => peerUrls.includes(u))) throw etcdError('PeerURLExist');
+    }
+    if (!req.isLearner && !this.readyToAddVoter()) throw etcdError('MemberNotEnoughStarted');
+    const id = computeMemberId(peerUrls, this.cfg.initialClusterToken, Math.floor(Date.now() / 1000));
+    if (this.members.get(id)) throw etcdError('MemberExist');
+    const type = req.isLearner ? ConfChangeType.AddLearnerNode : ConfChangeType.AddNode;
+    await this.proposeConfChange(type, id, { id: id.toString(), name: '', peerUrls, isLearner: req.isLearner });
+    this.log.info('added member', { 'added-peer-id': idToHex(id), 'added-peer-peer-urls': peerUrls });
+    return {
+      header: this.clusterHeader(),
+      member: { ID: id.toString(), name: '', peerURLs: peerUrls, clientURLs: [], isLearner: req.isLearner },
+      members: this.membersPb(),
+    } as pb.MemberAddResponse;
   }
 
   async memberRemove(req: pb.MemberRemoveRequest): Promise<pb.MemberRemoveResponse> {
-    if (!this.members.get(BigInt(req.ID))) throw etcdError('MemberNotFound');
-    throw etcdError('MemberNotEnoughStarted');
+    const id = BigInt(req.ID);
+    const m = this.members.get(id);
+    if (!m) throw etcdError('MemberNotFound');
+    if (!m.isLearner && !this.readyToRemoveVoter(id)) throw etcdError('MemberNotEnoughStarted');
+    await this.proposeConfChange(ConfChangeType.RemoveNode, id, {});
+    this.log.info('removed member', { 'removed-member-id': idToHex(id) });
+    return { header: this.clusterHeader(), members: this.membersPb() } as pb.MemberRemoveResponse;
   }
 
   async memberUpdate(req: pb.MemberUpdateRequest): Promise<pb.MemberUpdateResponse> {
-    if (!this.members.get(BigInt(req.ID))) throw etcdError('MemberNotFound');
-    throw etcdError('MemberNotEnoughStarted');
+    const id = BigInt(req.ID);
+    if (!this.members.get(id)) throw etcdError('MemberNotFound');
+    const peerUrls = req.peerURLs ?? [];
+    if (peerUrls.length === 0 || !peerUrls.every(isValidUrl)) throw etcdError('MemberBadURLs');
+    for (const m of this.members.list()) {
+      if (m.id !== id && m.peerUrls.some((u) => peerUrls.includes(u))) throw etcdError('PeerURLExist');
+    }
+    await this.proposeConfChange(ConfChangeType.UpdateNode, id, { peerUrls });
+    return { header: this.clusterHeader(), members: this.membersPb() } as pb.MemberUpdateResponse;
   }
 
   async memberPromote(req: pb.MemberPromoteRequest): Promise<pb.MemberPromoteResponse> {
-    const m = this.members.get(BigInt(req.ID));
+    const id = BigInt(req.ID);
+    const m = this.members.get(id);
     if (!m) throw etcdError('MemberNotFound');
     if (!m.isLearner) throw etcdError('MemberNotLearner');
-    throw etcdError('LearnerNotReady');
+    if (!this.isLeader) throw etcdError('NotLeader');
+    // etcd: the learner's log must be within 90% of the leader's.
+    const st = this.node.raw.status();
+    const pr = st.progress?.get(id);
+    if (!pr || pr.match < st.commit * 0.9) throw etcdError('LearnerNotReady');
+    await this.proposeConfChange(ConfChangeType.AddNode, id, {});
+    return { header: this.clusterHeader(), members: this.membersPb() } as pb.MemberPromoteResponse;
   }
 
   // ---------------------------------------------------------------- maintenance
@@ -742,7 +840,7 @@ export class EtcdServer implements EtcdServerApi {
         ...this.alarms.list().map((a) => `memberID:${a.memberId} alarm:${a.alarm === AlarmType.NOSPACE ? 'NOSPACE' : 'CORRUPT'} `),
       ],
       dbSizeInUse: String(this.backend.sizeInUseBytes()),
-      isLearner: false,
+      isLearner: this.members.get(this.memberId)?.isLearner ?? false,
       storageVersion: this.cfg.clusterVersion,
       dbSizeQuota: String(this.cfg.quotaBackendBytes),
     } as unknown as pb.StatusResponse;
@@ -791,7 +889,15 @@ export class EtcdServer implements EtcdServerApi {
     const m = this.members.get(target);
     if (!m || m.isLearner) throw etcdError('BadLeaderTransferee');
     if (target === this.memberId) return { header: this.header() } as pb.MoveLeaderResponse;
-    throw etcdError('BadLeaderTransferee');
+    this.log.info('leadership transfer starting', { 'local-member-id': idToHex(this.memberId), 'target-member-id': idToHex(target) });
+    this.node.enqueue((r) => r.transferLeader(target));
+    const deadline = Date.now() + this.requestTimeoutMs;
+    while (this.leaderId !== target) {
+      if (Date.now() > deadline) throw etcdError('Timeout');
+      // Bounded wait for the transfer to show in the node's soft state.
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    return { header: this.header() } as pb.MoveLeaderResponse;
   }
 
   async authStatus(_req: pb.AuthStatusRequest): Promise<pb.AuthStatusResponse> {
@@ -839,6 +945,7 @@ export class EtcdServer implements EtcdServerApi {
     this.compactor?.stop();
     await this.node.stop();
     await this.transport.stop();
+    this.leaderClient.close();
     this.proposals.failAll(etcdError('Stopped'));
     for (const w of this.readWaiters.splice(0)) w.reject(etcdError('Stopped'));
     if (this.readInFlight) {
@@ -886,4 +993,24 @@ async function fetchClusterToJoin(cfg: ServerConfig, log: Logger): Promise<{ clu
     }
   }
   throw new Error(`cannot fetch cluster info from peer urls: ${lastError || 'no peer URLs given'}`);
+}
+
+function isValidUrl(u: string): boolean {
+  try {
+    const p = new URL(u);
+    return (p.protocol === 'http:' || p.protocol === 'https:' || p.protocol === 'unix:' || p.protocol === 'unixs:') && p.host !== '';
+  } catch {
+    return false;
+  }
+}
+
+/** The request ID a conf change carries in its context (ours are JSON with `reqId`). */
+function confChangeReqId(context: Buffer | null): string | null {
+  if (!context || context.length === 0) return null;
+  try {
+    const v = (JSON.parse(context.toString()) as { reqId?: unknown }).reqId;
+    return typeof v === 'string' ? v : null;
+  } catch {
+    return null;
+  }
 }

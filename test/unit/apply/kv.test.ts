@@ -328,3 +328,18 @@ describe('applyCompaction', () => {
     expect(etcdErr(() => x.backend.batch(() => applyCompaction(x.store, { revision: '4', physical: false })))).toBe('etcdserver: mvcc: required revision is a future revision');
   });
 });
+
+describe('int64 fields', () => {
+  it('parses decimal strings exactly and clamps beyond 2^53', async () => {
+    const { int64ToNumber, int64ToBigInt } = await import('../../../src/apply/kv_convert');
+    expect(int64ToNumber('0')).toBe(0);
+    expect(int64ToNumber('-5')).toBe(-5);
+    expect(int64ToNumber('123456789012345')).toBe(123456789012345);
+    expect(int64ToNumber('9223372036854775807')).toBe(Number.MAX_SAFE_INTEGER);
+    expect(int64ToNumber('-9223372036854775808')).toBe(Number.MIN_SAFE_INTEGER);
+    expect(int64ToNumber('')).toBe(0);
+    expect(int64ToBigInt('9223372036854775807')).toBe(9223372036854775807n);
+    expect(int64ToBigInt('-1')).toBe(-1n);
+    expect(int64ToBigInt('0')).toBe(0n);
+  });
+});

@@ -24,6 +24,15 @@ describe('single voter', () => {
     expect(n.node.hasReady()).toBe(false);
   });
 
+  it('bootstrap entries carry the peers\' contexts when given', () => {
+    const storage = new MemoryStorage();
+    const node = new RawNode(config(1n, storage));
+    node.bootstrap([1n, 2n], new Map([[2n, Buffer.from('{"name":"b"}')]]));
+    const rd = node.ready();
+    expect(rd.entries.map((e) => decodeConfChange(e.data).context?.toString() ?? null)).toEqual([null, '{"name":"b"}']);
+    expect(() => new RawNode(config(1n, (storage.append(rd.entries), storage))).bootstrap([1n])).toThrow(/nonempty Storage/);
+  });
+
   it('campaign makes it leader at once and its empty entry commits without messages', () => {
     const n = singleNode();
     handleReady(n, n.node.ready());

@@ -1,0 +1,280 @@
+// Side-by-side benchmark: the real etcd and ours, same battery, fresh servers, alternating; medians.
+// Entry point of scripts/bench/bench.sh (which builds the tool and a snapshot of ours first).
+import assert from 'node:assert';
+import { spawn, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { battery, FULL, QUICK, selectCases, type BenchCase } from './cases';
+import { parseToolOutput } from './parse';
+import { readProcs } from './procstat';
+import { seedKeys } from './seed';
+import { startCluster, type Launcher } from './servers';
+import { renderCaseTable, renderSummaryTable, fmt, type CaseResult, type Sample, type SystemName } from './table';
+
+/** The tool's progress bars are long; only the tail (where the summary is) is kept. */
+const MAX_TOOL_OUTPUT_BYTES = 256 * 1024;
+const READY_TIMEOUT_PER_MEMBER_MS = 30_000;
+const SEED_TIMEOUT_MS = 60_000;
+
+interface Options {
+  quick: boolean;
+  repeats: number;
+  cases?: string;
+  systems: SystemName[];
+  benchmark: string;
+  etcdBin: string;
+  etcdctl: string;
+  oursMain: string;
+  oursBin?: string;
+  /** Extra node flags for ours (e.g. --cpu-prof --cpu-prof-dir=...). */
+  oursNodeFlags: string[];
+  ours3m: 'auto' | 'no';
+  outDir: string;
+  workDir: string;
+  list: boolean;
+}
+
+const USAGE = `usage: scripts/bench/bench.sh [options]
+  --quick               one repeat, short runs (a first look)
+  --repeats=N           repeats per case and system (default 3; medians are reported)
+  --cases=a,b*          only these cases (names as in --list; * is a wildcard)
+  --systems=etcd,ours   which systems to run (default both)
+  --ours-bin=PATH       run ours through this executable (e.g. /work/main/bin/etcd) instead of the snapshot
+  --ours-main=FILE      main.js of ours (default: the snapshot beside this script)
+  --cpu-prof=DIR        write a V8 CPU profile of every ours process into DIR
+  --no-ours-3m          do not try 3-member clusters of ours (shown as n/a)
+  --etcd=PATH           the real etcd (default /usr/bin/etcd)
+  --benchmark=PATH      etcd's benchmark tool (default $BENCH_WORK/benchmark)
+  --out=DIR             where tables, raw tool output and JSON go (default $BENCH_WORK/results/<time>)
+  --list                print the cases and exit`;
+
+function parseArgs(argv: string[]): Options {
+  const work = process.env.BENCH_WORK ?? path.join(os.tmpdir(), 'etcd-bench-build');
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const o: Options = {
+    quick: false,
+    repeats: 3,
+    systems: ['etcd', 'ours'],
+    benchmark: path.join(work, 'benchmark'),
+    etcdBin: '/usr/bin/etcd',
+    etcdctl: '/usr/bin/etcdctl',
+    oursMain: path.resolve(__dirname, '../../src/main.js'),
+    oursNodeFlags: [],
+    ours3m: 'auto',
+    outDir: path.join(work, 'results', stamp),
+    workDir: path.join(work, 'data'),
+    list: false,
+  };
+  let repeatsGiven = false;
+  for (const a of argv) {
+    const [flag, ...rest] = a.split('=');
+    const v = rest.join('=');
+    switch (flag) {
+      case '--quick': o.quick = true; break;
+      case '--repeats': o.repeats = Number(v); repeatsGiven = true; break;
+      case '--cases': o.cases = v; break;
+      case '--systems': o.systems = v.split(',') as SystemName[]; break;
+      case '--ours-bin': o.oursBin = path.resolve(v); break;
+      case '--ours-main': o.oursMain = path.resolve(v); break;
+      case '--cpu-prof': {
+        const dir = path.resolve(v);
+        fs.mkdirSync(dir, { recursive: true });
+        o.oursNodeFlags.push('--cpu-prof', `--cpu-prof-dir=${dir}`);
+        break;
+      }
+      case '--no-ours-3m': o.ours3m = 'no'; break;
+      case '--etcd': o.etcdBin = v; break;
+      case '--benchmark': o.benchmark = v; break;
+      case '--out': o.outDir = path.resolve(v); break;
+      case '--list': o.list = true; break;
+      case '-h': case '--help': process.stdout.write(`${USAGE}\n`); process.exit(0); break;
+      default: throw new Error(`unknown option ${a}\n${USAGE}`);
+    }
+  }
+  if (o.quick && !repeatsGiven) o.repeats = 1;
+  assert(Number.isInteger(o.repeats) && o.repeats >= 1 && o.repeats <= 20, '--repeats must be 1..20');
+  for (const s of o.systems) assert(s === 'etcd' || s === 'ours', `unknown system ${s}`);
+  return o;
+}
+
+function launcherFor(system: SystemName, o: Options): Launcher {
+  if (system === 'etcd') return { system, command: o.etcdBin, args: [], env: { ...process.env } };
+  if (o.oursBin) {
+    const nodeOptions = [process.env.NODE_OPTIONS ?? '', ...o.oursNodeFlags].join(' ').trim();
+    return { system, command: o.oursBin, args: [], env: { ...process.env, NODE_OPTIONS: nodeOptions } };
+  }
+  return { system, command: process.execPath, args: [...o.oursNodeFlags, o.oursMain], env: { ...process.env } };
+}
+
+interface ToolRun {
+  output: string;
+  timedOut: boolean;
+  exitCode: number | null;
+  wallSec: number;
+}
+
+function runTool(bin: string, args: string[], timeoutSec: number): Promise<ToolRun> {
+  return new Promise((resolve) => {
+    const started = process.hrtime.bigint();
+    const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    const keep = (chunk: Buffer): void => {
+      out += chunk.toString('utf8');
+      if (out.length > MAX_TOOL_OUTPUT_BYTES) out = out.slice(out.length - MAX_TOOL_OUTPUT_BYTES);
+    };
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, timeoutSec * 1000);
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ output: out, timedOut, exitCode: code, wallSec: Number(process.hrtime.bigint() - started) / 1e9 });
+    });
+  });
+}
+
+function failed(error: string, wallSec = 0): Sample {
+  return { ok: false, error, qps: 0, p50Ms: 0, p99Ms: 0, errors: 0, requests: 0, peakRssMiB: 0, cpuSec: 0, wallSec };
+}
+
+async function runOnce(c: BenchCase, system: SystemName, o: Options, rawFile: string): Promise<Sample> {
+  const cluster = await startCluster(launcherFor(system, o), {
+    members: c.members,
+    workDir: o.workDir,
+    etcdctl: o.etcdctl,
+    readyTimeoutMs: READY_TIMEOUT_PER_MEMBER_MS * c.members,
+  });
+  let keepData = false;
+  try {
+    if (c.seed.length > 0) await seedKeys(cluster.endpoints[0], c.seed, SEED_TIMEOUT_MS);
+    const before = readProcs(cluster.pids);
+    const args = [`--endpoints=${cluster.endpoints.join(',')}`, '--precise', ...c.toolArgs];
+    const run = await runTool(o.benchmark, args, c.timeoutSec);
+    const after = readProcs(cluster.pids);
+    fs.writeFileSync(rawFile, `# ${o.benchmark} ${args.join(' ')}\n${run.output}`);
+    if (run.timedOut) {
+      keepData = true;
+      return failed(`timeout: no result within ${c.timeoutSec} s`, run.wallSec);
+    }
+    const s = parseToolOutput(run.output, c.section);
+    if (!s || run.exitCode !== 0) {
+      keepData = true;
+      const tail = run.output.trim().split('\n').slice(-2).join(' ').slice(0, 300);
+      return failed(`tool exit ${run.exitCode}: ${tail}`, run.wallSec);
+    }
+    return {
+      ok: true,
+      qps: s.qps,
+      p50Ms: s.p50Ms,
+      p99Ms: s.p99Ms,
+      errors: s.errors,
+      requests: s.requests,
+      peakRssMiB: after.peakRssMiB,
+      cpuSec: Math.max(0, after.cpuSec - before.cpuSec),
+      wallSec: run.wallSec,
+    };
+  } finally {
+    await cluster.stop(keepData);
+  }
+}
+
+function machineDescription(): string {
+  const cpus = os.cpus();
+  let etcdVersion = '';
+  try {
+    etcdVersion = execFileSync('/usr/bin/etcd', ['--version'], { encoding: 'utf8' }).split('\n')[0];
+  } catch {
+    etcdVersion = 'etcd --version failed';
+  }
+  return [
+    `${cpus.length} x ${cpus[0]?.model ?? 'unknown CPU'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB RAM, Linux ${os.release()}`,
+    `node ${process.version}; ${etcdVersion}; load average at start ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`,
+  ].join('\n');
+}
+
+async function main(): Promise<number> {
+  const o = parseArgs(process.argv.slice(2));
+  const cases = selectCases(battery(o.quick ? QUICK : FULL), o.cases);
+  if (o.list) {
+    for (const c of cases) process.stdout.write(`${c.name.padEnd(22)} ${c.title}\n`);
+    return 0;
+  }
+  assert(cases.length > 0, 'no case matches --cases');
+  assert(fs.existsSync(o.benchmark), `benchmark tool missing: ${o.benchmark} (run scripts/bench/build-benchmark.sh)`);
+  fs.mkdirSync(o.outDir, { recursive: true });
+  fs.mkdirSync(o.workDir, { recursive: true });
+  const command = `scripts/bench/bench.sh ${process.argv.slice(2).join(' ')}`.trim();
+  const machine = machineDescription();
+  process.stderr.write(`bench: ${cases.length} cases x ${o.systems.join('+')} x ${o.repeats} repeat(s); output in ${o.outDir}\n${machine}\n`);
+
+  const results = new Map<string, CaseResult>();
+  for (const c of cases) results.set(c.name, { name: c.name, title: c.title, unit: c.unit === 'req' ? 'requests' : 'events', etcd: [], ours: [] });
+  let ours3mBroken: string | undefined = o.ours3m === 'no' ? 'n/a (not run)' : undefined;
+
+  for (let r = 0; r < o.repeats; r++) {
+    for (const [ci, c] of cases.entries()) {
+      const res = results.get(c.name);
+      assert(res);
+      // Alternate which system goes first, so drift in the machine's load does not favour one side.
+      const order: SystemName[] = (r + ci) % 2 === 0 ? ['etcd', 'ours'] : ['ours', 'etcd'];
+      for (const system of order) {
+        if (!o.systems.includes(system)) continue;
+        if (system === 'ours' && c.members === 3 && ours3mBroken) {
+          res.oursNote = ours3mBroken;
+          continue;
+        }
+        const raw = path.join(o.outDir, `${c.name}.${system}.r${r + 1}.txt`);
+        let sample: Sample;
+        try {
+          sample = await runOnce(c, system, o, raw);
+        } catch (e) {
+          sample = failed((e as Error).message);
+          if (system === 'ours' && c.members === 3) {
+            ours3mBroken = 'n/a (3-member cluster did not start)';
+            res.oursNote = ours3mBroken;
+          }
+        }
+        res[system].push(sample);
+        const line = sample.ok
+          ? `${fmt(sample.qps)} ${res.unit}/s, p50 ${fmt(sample.p50Ms)} ms, p99 ${fmt(sample.p99Ms)} ms, peak RSS ${fmt(sample.peakRssMiB)} MiB, CPU ${fmt(sample.cpuSec)} s`
+          : `FAILED: ${sample.error}`;
+        process.stderr.write(`[${r + 1}/${o.repeats}] ${c.name} ${system}: ${line}\n`);
+      }
+    }
+  }
+
+  const all = cases.map((c) => results.get(c.name)).filter((x): x is CaseResult => x !== undefined);
+  const md = [
+    `## Benchmark: ours vs etcd 3.4.23 (${o.quick ? 'quick, ' : ''}median of ${o.repeats} run(s))`,
+    '',
+    `Command: \`${command}\``,
+    '',
+    '```',
+    machine,
+    '```',
+    '',
+    'Load generator: etcd 3.4.23 `tools/benchmark`; key 8 B, value 256 B; fresh data directory per run.',
+    'CPU is the servers\' own user+system time during the load (all members). Shared, noisy machine.',
+    '',
+    renderSummaryTable(all),
+    '',
+    ...all.map((c) => `${renderCaseTable(c)}\n`),
+  ].join('\n');
+  fs.writeFileSync(path.join(o.outDir, 'results.md'), md);
+  fs.writeFileSync(path.join(o.outDir, 'results.json'), JSON.stringify({ command, machine, quick: o.quick, repeats: o.repeats, cases: all }, null, 2));
+  process.stdout.write(`${md}\n`);
+  process.stderr.write(`bench: wrote ${path.join(o.outDir, 'results.md')}\n`);
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (e) => {
+    process.stderr.write(`bench: ${(e as Error).stack ?? String(e)}\n`);
+    process.exit(2);
+  },
+);

@@ -1,0 +1,99 @@
+// Lease calls a follower cannot answer itself (only the leader runs the lease clock) go to the
+// leader's client URL over etcd's own Lease service, as etcd forwards them over its peer URLs.
+import * as grpc from '@grpc/grpc-js';
+import { EtcdError, etcdError } from '../errors';
+import { clientConstructor } from '../pb/load';
+import type * as pb from '../pb/types';
+
+/** Bound on keepalives waiting for the leader's answer on one stream. */
+const MAX_INFLIGHT_KEEPALIVES = 1024;
+
+interface LeaseClient extends grpc.Client {
+  LeaseTimeToLive(req: object, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: pb.LeaseTimeToLiveResponse) => void): void;
+  LeaseLeases(req: object, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: pb.LeaseLeasesResponse) => void): void;
+  LeaseKeepAlive(): grpc.ClientDuplexStream<object, pb.LeaseKeepAliveResponse>;
+}
+
+function target(url: string): string {
+  const u = new URL(url);
+  if (u.protocol === 'unix:') return `unix:${u.pathname}`;
+  return u.host;
+}
+
+function toEtcdError(e: grpc.ServiceError): EtcdError {
+  return new EtcdError((e.code as EtcdError['code']) ?? 14, e.details || e.message);
+}
+
+export class LeaderClient {
+  private client: LeaseClient | null = null;
+  private url = '';
+  private stream: grpc.ClientDuplexStream<object, pb.LeaseKeepAliveResponse> | null = null;
+  private waiting: Array<{ resolve(r: pb.LeaseKeepAliveResponse): void; reject(e: Error): void }> = [];
+
+  private connect(url: string): LeaseClient {
+    if (this.client && this.url === url) return this.client;
+    this.close();
+    const Ctor = clientConstructor('etcdserverpb.Lease');
+    this.client = new Ctor(target(url), grpc.credentials.createInsecure()) as unknown as LeaseClient;
+    this.url = url;
+    return this.client;
+  }
+
+  async timeToLive(url: string, req: pb.LeaseTimeToLiveRequest, timeoutMs: number): Promise<pb.LeaseTimeToLiveResponse> {
+    const c = this.connect(url);
+    return new Promise((resolve, reject) =>
+      c.LeaseTimeToLive(req, { deadline: Date.now() + timeoutMs }, (e, r) => (e ? reject(toEtcdError(e)) : resolve(r as pb.LeaseTimeToLiveResponse))),
+    );
+  }
+
+  async leases(url: string, timeoutMs: number): Promise<pb.LeaseLeasesResponse> {
+    const c = this.connect(url);
+    return new Promise((resolve, reject) =>
+      c.LeaseLeases({}, { deadline: Date.now() + timeoutMs }, (e, r) => (e ? reject(toEtcdError(e)) : resolve(r as pb.LeaseLeasesResponse))),
+    );
+  }
+
+  /** One keepalive through a long-lived stream to the leader; answers come back in order. */
+  async keepAlive(url: string, id: string, timeoutMs: number): Promise<pb.LeaseKeepAliveResponse> {
+    const c = this.connect(url);
+    if (this.waiting.length >= MAX_INFLIGHT_KEEPALIVES) throw etcdError('RequestTooManyRequests');
+    if (!this.stream) {
+      const s = c.LeaseKeepAlive();
+      s.on('data', (r: pb.LeaseKeepAliveResponse) => this.waiting.shift()?.resolve(r));
+      const fail = (e: Error): void => {
+        if (this.stream === s) this.stream = null;
+        for (const w of this.waiting.splice(0)) w.reject(e instanceof Error && 'code' in e ? toEtcdError(e as grpc.ServiceError) : etcdError('Timeout'));
+      };
+      s.on('error', fail);
+      s.on('end', () => fail(etcdError('LeaderChanged')));
+      this.stream = s;
+    }
+    const stream = this.stream;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        // The stream's answers can no longer be matched in order: start a fresh one.
+        stream.cancel();
+        reject(etcdError('Timeout'));
+      }, timeoutMs);
+      this.waiting.push({
+        resolve: (r) => {
+          clearTimeout(timer);
+          resolve(r);
+        },
+        reject: (e) => {
+          clearTimeout(timer);
+          reject(e);
+        },
+      });
+      stream.write({ ID: id });
+    });
+  }
+
+  close(): void {
+    this.stream?.cancel();
+    this.stream = null;
+    this.client?.close();
+    this.client = null;
+    this.url = '';
+  }
+}
