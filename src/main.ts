@@ -37,6 +37,7 @@ function serverConfig(c: Config): ServerConfig {
     maxTxnOps: c.maxTxnOps,
     quotaBackendBytes: Number.isFinite(c.quotaBackendBytes) ? c.quotaBackendBytes : 0,
     snapshotCount: c.snapshotCount,
+    snapshotCatchUpEntries: c.snapshotCatchUpEntries,
     heartbeatIntervalMs: c.heartbeatIntervalMs,
     electionTimeoutMs: c.electionTimeoutMs,
     watchProgressNotifyIntervalMs: c.watchProgressNotifyIntervalMs,

@@ -15,6 +15,8 @@ export interface BenchCase {
   section?: string;
   /** Hard limit on one run of the tool; the run counts as failed beyond it. */
   timeoutSec: number;
+  /** What the tool's latency figures mean when it is not request round trip. */
+  note?: string;
 }
 
 const KEY_BYTES = 8;
@@ -145,6 +147,7 @@ export function battery(o: BatteryOptions): BenchCase[] {
         title: `watch latency, 100 watchers on one key over 10 conns, ${putRate} puts/s`,
         members: 1,
         unit: 'event',
+        note: 'latency is from the put response to the event at each watcher; events/s is capped by the offered 40k/s',
         toolArgs: ['--clients=100', '--conns=10', 'watch-latency', `--total=${total}`, `--put-rate=${putRate}`, ...valueArgs],
         seed: [],
         timeoutSec: Math.max(o.minTimeoutSec, Math.ceil(o.targetSec * o.timeoutFactor)),
@@ -165,6 +168,7 @@ export function battery(o: BatteryOptions): BenchCase[] {
         ],
         seed: [],
         section: 'Watch events received summary:',
+        note: "the tool's latency here is its own per-event dispatch time, not delivery latency; events/s is capped by the offered 50k/s",
         timeoutSec: Math.max(o.minTimeoutSec, Math.ceil(o.targetSec * o.timeoutFactor)),
       });
     }

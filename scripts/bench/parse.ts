@@ -12,21 +12,20 @@ export interface ToolSummary {
 
 /**
  * The tool prints one "Summary:" block per phase; `watch` prints two (watch creation, then events
- * received). `section` picks a block by the heading line just before it; default: the last block.
+ * received). `section` picks the first block after that heading; default: the last block.
  */
 export function parseToolOutput(text: string, section?: string): ToolSummary | null {
   // Progress bars use carriage returns; the summary itself is plain lines.
-  const clean = text.replace(/\r/g, '\n');
+  let clean = text.replace(/\r/g, '\n');
+  if (section !== undefined) {
+    const at = clean.lastIndexOf(section);
+    if (at < 0) return null;
+    clean = clean.slice(at + section.length);
+  }
   const blocks = clean.split(/^\s*Summary:\s*$/m);
   if (blocks.length < 2) return null;
-  let index = blocks.length - 1;
-  if (section !== undefined) {
-    index = -1;
-    for (let i = 1; i < blocks.length; i++) {
-      if (blocks[i - 1].trimEnd().endsWith(section)) index = i;
-    }
-    if (index < 0) return null;
-  }
+  // Without a heading: the last block; after a heading: the first block that follows it.
+  const index = section === undefined ? blocks.length - 1 : 1;
   const block = blocks[index];
   const num = (re: RegExp): number | null => {
     const m = re.exec(block);

@@ -212,7 +212,7 @@ async function main(): Promise<number> {
   process.stderr.write(`bench: ${cases.length} cases x ${o.systems.join('+')} x ${o.repeats} repeat(s); output in ${o.outDir}\n${machine}\n`);
 
   const results = new Map<string, CaseResult>();
-  for (const c of cases) results.set(c.name, { name: c.name, title: c.title, unit: c.unit === 'req' ? 'requests' : 'events', etcd: [], ours: [] });
+  for (const c of cases) results.set(c.name, { name: c.name, title: c.title, unit: c.unit === 'req' ? 'requests' : 'events', note: c.note, etcd: [], ours: [] });
   let ours3mBroken: string | undefined = o.ours3m === 'no' ? 'n/a (not run)' : undefined;
 
   for (let r = 0; r < o.repeats; r++) {

@@ -96,6 +96,8 @@ export interface CaseResult {
   ours: Sample[];
   /** Shown instead of ours' figures when ours was not run (e.g. no 3-member support). */
   oursNote?: string;
+  /** How to read the figures of this case. */
+  note?: string;
 }
 
 interface Row {
@@ -137,6 +139,7 @@ export function renderCaseTable(c: CaseResult): string {
     lines.push(`| ${label} | ${cell(e, c.etcd, undefined, row.pick)} | ${cell(o, c.ours, c.oursNote, row.pick)} | ${fmtRatio(r)} |`);
   }
   const notes: string[] = [];
+  if (c.note) notes.push(c.note);
   if (!e && c.etcd.length > 0) notes.push(`etcd: ${c.etcd[c.etcd.length - 1].error ?? 'failed'}`);
   if (!o && c.ours.length > 0) notes.push(`ours: ${c.ours[c.ours.length - 1].error ?? 'failed'}`);
   if (e && e.errors > 0) notes.push(`etcd: ${e.errors} failed requests (median)`);

@@ -21,7 +21,13 @@ export class Alarms {
   private readonly active = new Map<string, Alarm>();
 
   constructor(private readonly db: Database<Buffer, Buffer>) {
-    for (const { key } of db.getRange({})) {
+    this.reload();
+  }
+
+  /** (Re)read raised alarms from the backend, e.g. after a snapshot replaced it. */
+  reload(): void {
+    this.active.clear();
+    for (const { key } of this.db.getRange({})) {
       const a = { memberId: key.readBigUInt64BE(0), alarm: key.readUInt8(8) };
       this.active.set(keyOf(a).toString('hex'), a);
     }

@@ -346,29 +346,65 @@ export class Backend {
         fs.rmSync(tmp, { force: true });
         continue;
       }
-      // Synchronous swap: no write can slip in between the check above and the switch.
-      // Two LMDB environments on one lock file in one process corrupt its reader table, so
-      // the old one must be closed before the new one opens.
-      const old = this.env;
-      const closing = old.close();
-      const closedNow = (old as unknown as { status?: string }).status === 'closed';
-      if (!closedNow) {
-        // lmdb-js still had deferred work: nothing may touch the backend until it is done.
-        this.swapping = true;
-        try {
-          await closing;
-        } finally {
-          this.swapping = false;
-        }
-      }
-      fs.renameSync(tmp, this.filePath);
-      this.env = openEnv(this.filePath, this.mapSizeBytes, this.durableCommits);
-      for (const name of this.dbs.keys()) {
-        this.dbs.set(name, this.env.openDB<Buffer, Buffer>({ name, keyEncoding: 'binary', encoding: 'binary', cache: false }));
-      }
-      await closing;
+      await this.swapFile(tmp);
       return;
     }
+  }
+
+  /**
+   * Puts the file at `source` in place of the database (synchronous switch; sub-database
+   * handles stay valid). Used by defragment and to install a leader's snapshot.
+   */
+  private async swapFile(source: string): Promise<void> {
+    // Two LMDB environments on one lock file in one process corrupt its reader table, so
+    // the old one must be closed before the new one opens.
+    const old = this.env;
+    const closing = old.close();
+    const closedNow = (old as unknown as { status?: string }).status === 'closed';
+    if (!closedNow) {
+      // lmdb-js still had deferred work: nothing may touch the backend until it is done.
+      this.swapping = true;
+      try {
+        await closing;
+      } finally {
+        this.swapping = false;
+      }
+    }
+    fs.renameSync(source, this.filePath);
+    this.env = openEnv(this.filePath, this.mapSizeBytes, this.durableCommits);
+    for (const name of this.dbs.keys()) {
+      this.dbs.set(name, this.env.openDB<Buffer, Buffer>({ name, keyEncoding: 'binary', encoding: 'binary', cache: false }));
+    }
+    await closing;
+  }
+
+  /**
+   * Replaces the whole database with a copy received from the leader (the bytes of a
+   * snapshotStream() without its sha256 trailer), durably, then reloads the consistent index.
+   */
+  async installSnapshot(dbBytes: Buffer): Promise<void> {
+    assert(!this.closed, 'backend is closed');
+    assert(this.depth === 0, 'installSnapshot inside a batch');
+    if (this.defragging) await this.defragging.catch(() => undefined);
+    await this.flushed();
+    const incoming = `${this.filePath}.incoming`;
+    fs.rmSync(incoming, { force: true });
+    const fd = fs.openSync(incoming, 'w', 0o600);
+    try {
+      fs.writeSync(fd, dbBytes);
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    await this.swapFile(incoming);
+    const dirFd = fs.openSync(path.dirname(this.filePath), 'r');
+    try {
+      fs.fsyncSync(dirFd);
+    } finally {
+      fs.closeSync(dirFd);
+    }
+    const raw = this.meta.getBinary(Buffer.from(CONSISTENT_INDEX_KEY));
+    this.ci = raw ? Number(Buffer.from(raw).readBigUInt64BE(0)) : 0;
   }
 
   async close(): Promise<void> {

@@ -480,5 +480,10 @@ const ACTED_ON = new Set<string>([
   'grpc-keepalive-interval',
   'grpc-keepalive-timeout',
   'max-concurrent-streams',
+  'snapshot-catchup-entries',
+  'experimental-snapshot-catchup-entries',
+  'metrics',
+  'emulated-etcd-version',
+  'strict-reconfig-check',
 ]);
 

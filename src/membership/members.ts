@@ -43,12 +43,19 @@ export class Members {
     private readonly db: Database<Buffer, Buffer>,
     private readonly removedDb: Database<Buffer, Buffer>,
   ) {
-    for (const { value } of db.getRange({})) {
+    this.reload();
+  }
+
+  /** (Re)read the member list from the backend, e.g. after a snapshot replaced it. */
+  reload(): void {
+    this.members.clear();
+    this.removed.clear();
+    for (const { value } of this.db.getRange({})) {
       const m = JSON.parse(value.toString()) as MemberJson;
       const member: Member = { ...m, id: BigInt(m.id) };
       this.members.set(member.id, member);
     }
-    for (const { key } of removedDb.getRange({})) this.removed.add(key.readBigUInt64BE(0));
+    for (const { key } of this.removedDb.getRange({})) this.removed.add(key.readBigUInt64BE(0));
   }
 
   list(): Member[] {

@@ -73,7 +73,7 @@ export function toRangeEnd(end: Buffer | null): RangeEnd {
 
 export class MvccStore {
   private readonly kv: SubDb;
-  private readonly index = new TreeIndex();
+  private index = new TreeIndex();
   private currentRev = 1;
   /** -1 before the first compaction, as etcd. */
   private compactMainRev = -1;
@@ -391,6 +391,16 @@ export class MvccStore {
     if (scheduled !== 0) {
       this.scheduleCompaction(scheduled).catch(() => undefined);
     }
+  }
+
+  /** After the backend was replaced by a leader's snapshot: rebuild everything from it. */
+  reload(): void {
+    assert(this.openTxn === null, 'reload during a write txn');
+    this.index = new TreeIndex();
+    this.currentRev = 1;
+    this.compactMainRev = -1;
+    this.pendingNotify = [];
+    this.restore();
   }
 
   /** Stops background compaction (it resumes from the persisted intent after a restart). */

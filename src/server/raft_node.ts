@@ -4,7 +4,7 @@
 // write is in flight are batched into the next one (one fsync for many writes).
 import assert from 'node:assert';
 import type { Logger } from '../log';
-import type { ConfChange, Entry, Message, RawNode, ReadState, SoftState, Ready, MemoryStorage } from '../raft';
+import type { ConfChange, Entry, Message, RawNode, ReadState, SoftState, Ready, MemoryStorage, Snapshot } from '../raft';
 import type { Wal } from '../wal/wal';
 
 export interface RaftNodeHooks {
@@ -15,6 +15,8 @@ export interface RaftNodeHooks {
   send(msgs: Message[]): void;
   /** After each Ready cycle: a chance to snapshot/compact the log. */
   afterAdvance(): Promise<void>;
+  /** A snapshot from the leader must replace the applied state before the WAL records it. */
+  installSnapshot(snap: Snapshot): Promise<void>;
   onWalSaved?(bytes: number, seconds: number): void;
   /** An unrecoverable error in the loop (I/O or broken invariant): the member must stop. */
   fatal(e: unknown): void;
@@ -128,6 +130,8 @@ export class RaftNode {
 
   private async handleReady(rd: Ready): Promise<void> {
     if (rd.softState) this.hooks.onSoftState(rd.softState);
+    // Order matters for crash safety: the state first, then the WAL that drops older entries.
+    if (rd.snapshot && rd.snapshot.metadata.index > 0) await this.hooks.installSnapshot(rd.snapshot);
     if (rd.hardState || rd.entries.length > 0 || rd.snapshot) {
       const t0 = process.hrtime.bigint();
       const bytes = await this.wal.save(rd.hardState, rd.entries, rd.snapshot);

@@ -2,6 +2,7 @@
 // applied, and answers with etcd's headers and errors. It owns the node loop, the applier and
 // the stores of one member.
 import assert from 'node:assert';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Backend } from '../backend/backend';
@@ -13,7 +14,7 @@ import { MvccStore } from '../mvcc/store';
 import { decodeInternalRequest, encodeInternalRequest } from '../pb/internal';
 import type * as pb from '../pb/types';
 import { ConfChangeType, EntryType, MemoryStorage, RawNode, StateType, decodeConfChange } from '../raft';
-import type { ConfChange, Entry, Message, ReadState, SoftState } from '../raft';
+import type { ConfChange, Entry, Message, ReadState, Snapshot, SoftState } from '../raft';
 import { Wal } from '../wal/wal';
 import { createCompactor, type Compactor } from '../compactor';
 import { PeerTransport, fetchMemberInfo } from '../transport';
@@ -44,6 +45,8 @@ export interface ServerConfig {
   maxTxnOps: number;
   quotaBackendBytes: number;
   snapshotCount: number;
+  /** Entries kept after a snapshot for slow followers (etcd's SnapshotCatchUpEntries, 5000). */
+  snapshotCatchUpEntries: number;
   heartbeatIntervalMs: number;
   electionTimeoutMs: number;
   watchProgressNotifyIntervalMs: number;
@@ -59,8 +62,6 @@ const MAX_INBOX = 20_000;
 const MAX_READ_WAITERS = 100_000;
 /** etcd's maxGapBetweenApplyAndCommitIndex. */
 const MAX_APPLY_GAP = 5_000;
-/** Entries kept after a snapshot for slow followers (etcd's SnapshotCatchUpEntries). */
-const SNAPSHOT_CATCH_UP_ENTRIES = 5_000;
 const LEASE_REVOKES_PER_ROUND = 1_000;
 const LEASE_CHECK_INTERVAL_MS = 500;
 
@@ -240,6 +241,7 @@ export class EtcdServer implements EtcdServerApi {
       applyEntries: (ents) => server.applyEntries(ents),
       send: (msgs) => server.sendToPeers(msgs),
       afterAdvance: () => server.maybeSnapshot(),
+      installSnapshot: (snap) => server.installSnapshot(snap),
       fatal: (e) => server.fatal(e),
       onWalSaved: (_bytes, seconds) => server.metrics?.disk.walFsyncDurationSeconds.observe(seconds),
     }, { tickMs: cfg.heartbeatIntervalMs, maxInbox: MAX_INBOX, log });
@@ -289,15 +291,71 @@ export class EtcdServer implements EtcdServerApi {
   private sendToPeers(msgs: Message[]): void {
     const out: Message[] = [];
     for (const m of msgs) {
-      if (m.type === MessageType.MsgSnap) {
-        // A follower too far behind needs the whole applied state, not just Raft metadata.
-        this.log.warn('follower needs a snapshot; snapshot transfer is not supported yet', { to: idToHex(m.to) });
-        this.node.enqueue((r) => r.reportSnapshot(m.to, true));
-        continue;
-      }
-      out.push(m);
+      if (m.type === MessageType.MsgSnap) this.sendSnapshot(m);
+      else out.push(m);
     }
     if (out.length > 0) this.transport.send(out);
+  }
+
+  private readonly snapshotsInFlight = new Set<bigint>();
+
+  /**
+   * A follower too far behind gets the whole applied state: a fresh copy of the backend, with
+   * Raft metadata at the index it reflects at least (etcd's merged snapshot message). Entries
+   * the copy already contains are replayed as no-ops on the follower (consistent index).
+   */
+  private sendSnapshot(m: Message): void {
+    if (this.snapshotsInFlight.has(m.to)) return;
+    this.snapshotsInFlight.add(m.to);
+    const index = this.appliedIndex;
+    let term: number;
+    try {
+      term = this.storage.term(index);
+    } catch {
+      this.snapshotsInFlight.delete(m.to);
+      this.node.enqueue((r) => r.reportSnapshot(m.to, true));
+      return;
+    }
+    const confState = this.confState();
+    void (async () => {
+      const snap = await this.backend.openSnapshot();
+      const chunks: Buffer[] = [];
+      for await (const c of snap.chunks) chunks.push(c);
+      const data = Buffer.concat(chunks);
+      this.log.info('sending database snapshot', { 'remote-peer-id': idToHex(m.to), 'snapshot-index': index, size: data.length });
+      this.transport.send([{ ...m, snapshot: { data, metadata: { index, term, confState } } }]);
+    })()
+      .catch((e) => {
+        this.log.warn('failed to send database snapshot', { 'remote-peer-id': idToHex(m.to), error: String(e) });
+        this.node.enqueue((r) => r.reportSnapshot(m.to, true));
+      })
+      .finally(() => this.snapshotsInFlight.delete(m.to));
+  }
+
+  /** Replace the applied state with the leader's copy (called by the node loop before the WAL saves it). */
+  async installSnapshot(snap: Snapshot): Promise<void> {
+    const data = snap.data;
+    const SHA_BYTES = 32;
+    if (data.length <= SHA_BYTES) throw new Error(`snapshot at index ${snap.metadata.index} carries no database`);
+    const db = data.subarray(0, data.length - SHA_BYTES);
+    const sum = createHash('sha256').update(db).digest();
+    if (!sum.equals(data.subarray(data.length - SHA_BYTES))) throw new Error('snapshot database checksum mismatch');
+    this.log.info('applying snapshot', { 'incoming-leader-snapshot-index': snap.metadata.index, 'current-applied-index': this.appliedIndex });
+    await this.backend.installSnapshot(Buffer.from(db));
+    this.mvcc.reload();
+    this.lessor.recover(this.mvcc.keysWithLease());
+    this.members.reload();
+    this.alarms.reload();
+    this.watchHub.restore();
+    for (const m of this.members.list()) {
+      if (m.id !== this.memberId && !this.transport.hasPeer(m.id)) this.transport.addPeer(m.id, m.peerUrls);
+    }
+    assert(this.backend.consistentIndex() >= snap.metadata.index, 'snapshot database is older than its Raft metadata');
+    this.appliedIndex = snap.metadata.index;
+    this.snapshotIndex = snap.metadata.index;
+    this.committedIndex = Math.max(this.committedIndex, this.appliedIndex);
+    this.appliedWaiter.appliedTo(this.appliedIndex);
+    this.log.info('applied snapshot', { 'snapshot-index': snap.metadata.index, 'consistent-index': this.backend.consistentIndex() });
   }
 
   private fatal(e: unknown): void {
@@ -485,7 +543,7 @@ export class EtcdServer implements EtcdServerApi {
     const snap = this.storage.createSnapshot(index, this.confState(), Buffer.alloc(0));
     this.snapshotIndex = index;
     this.log.info('saved snapshot', { 'snapshot-index': index });
-    const compactTo = index - SNAPSHOT_CATCH_UP_ENTRIES;
+    const compactTo = index - this.cfg.snapshotCatchUpEntries;
     if (compactTo > this.storage.firstIndex()) {
       this.storage.compact(compactTo);
       await this.wal.compact(compactTo, snap.metadata);
@@ -854,7 +912,8 @@ export class EtcdServer implements EtcdServerApi {
     this.log.info('starting defragment');
     await this.backend.defragment();
     this.log.info('finished defragment');
-    return { header: this.header() } as pb.DefragmentResponse;
+    // etcd 3.6 answers Defragment with an empty message.
+    return { header: null } as unknown as pb.DefragmentResponse;
   }
 
   async hash(_req: pb.HashRequest): Promise<pb.HashResponse> {
@@ -874,11 +933,11 @@ export class EtcdServer implements EtcdServerApi {
   async *snapshot(): AsyncIterable<pb.SnapshotResponse> {
     const header = this.header();
     this.log.info('sending database snapshot to client');
+    const snap = await this.backend.openSnapshot();
     let sent = 0;
-    const total = this.backend.sizeBytes();
-    for await (const blob of this.backend.snapshotStream()) {
+    for await (const blob of snap.chunks) {
       sent += blob.length;
-      yield { header, remainingBytes: String(Math.max(0, total - sent)), blob, version: this.cfg.clusterVersion } as unknown as pb.SnapshotResponse;
+      yield { header, remainingBytes: String(Math.max(0, snap.totalBytes - sent)), blob, version: this.cfg.clusterVersion } as unknown as pb.SnapshotResponse;
     }
     this.log.info('sent database snapshot to client', { size: sent });
   }
@@ -954,6 +1013,7 @@ export class EtcdServer implements EtcdServerApi {
       this.readInFlight = null;
     }
     this.watchHub.close();
+    await this.mvcc.close();
     await this.backend.close();
     await this.wal.close();
   }

@@ -49,8 +49,9 @@ export async function memberSpecs(n: number): Promise<KubeadmMemberSpec[]> {
 
 /**
  * kubeadm's etcd static pod command (cmd/kubeadm/app/phases/etcd/local.go). `style` 'new' is
- * what kubeadm 1.33+ writes for etcd 3.6; 'old' the etcd 3.4/3.5 form (no --feature-gates, only
- * the experimental progress-notify flag), which the real etcd 3.4 here accepts.
+ * what kubeadm writes for etcd 3.6 (--feature-gates=InitialCorruptCheck=true,
+ * --watch-progress-notify-interval); 'old' the etcd 3.4/3.5 form (--experimental-initial-corrupt-check,
+ * --experimental-watch-progress-notify-interval), which the real etcd 3.4 here accepts too.
  */
 export function kubeadmEtcdArgs(
   m: KubeadmMemberSpec,
@@ -70,10 +71,10 @@ export function kubeadmEtcdArgs(
     '--client-cert-auth=true',
     `--data-dir=${dataDir}`,
   ];
+  // etcd 3.6 refuses a feature gate together with its experimental flag, so kubeadm writes one or the other.
   if (style === 'new') args.push('--feature-gates=InitialCorruptCheck=true');
+  else args.push('--experimental-initial-corrupt-check=true', '--experimental-watch-progress-notify-interval=5s');
   args.push(
-    '--experimental-initial-corrupt-check=true',
-    '--experimental-watch-progress-notify-interval=5s',
     `--initial-advertise-peer-urls=https://${m.ip}:${m.peerPort}`,
     `--initial-cluster=${cluster}`,
   );

@@ -33,6 +33,7 @@ type Unary = (req: unknown, cb: (err: grpc.ServiceError | null, resp: unknown) =
 interface Client {
   kv: Record<'Range' | 'Put' | 'DeleteRange' | 'Txn' | 'Compact', Unary>;
   maint: Record<'HashKV', Unary>;
+  lease: Record<'LeaseGrant', Unary>;
 }
 
 function call<T>(fn: Unary, req: unknown): Promise<T> {
@@ -40,9 +41,11 @@ function call<T>(fn: Unary, req: unknown): Promise<T> {
 }
 
 /** Our side: one store + applier. */
+const LEASE_ID = 7000n;
+
 function ours() {
   const s = openStore();
-  const leases = new FakeLeases();
+  const leases = new FakeLeases([LEASE_ID]);
   const inTxn = <T>(fn: (t: ReturnType<typeof s.store.write>) => T): T =>
     s.backend.batch(() => {
       const t = s.store.write();
@@ -102,7 +105,12 @@ describe.skipIf(!haveEtcd)('KV semantics equal the real etcd', () => {
     const kv = new pkg.etcdserverpb.KV(addr, grpc.credentials.createInsecure()) as Record<string, Unary>;
     const maint = new pkg.etcdserverpb.Maintenance(addr, grpc.credentials.createInsecure()) as Record<string, Unary>;
     const bind = (c: Record<string, Unary>, names: string[]) => Object.fromEntries(names.map((n) => [n, c[n].bind(c)]));
-    client = { kv: bind(kv, ['Range', 'Put', 'DeleteRange', 'Txn', 'Compact']) as Client['kv'], maint: bind(maint, ['HashKV']) as Client['maint'] };
+    const lease = new pkg.etcdserverpb.Lease(addr, grpc.credentials.createInsecure()) as Record<string, Unary>;
+    client = {
+      kv: bind(kv, ['Range', 'Put', 'DeleteRange', 'Txn', 'Compact']) as Client['kv'],
+      maint: bind(maint, ['HashKV']) as Client['maint'],
+      lease: bind(lease, ['LeaseGrant']) as Client['lease'],
+    };
     // Wait (bounded) until etcd answers.
     const deadline = Date.now() + 20_000;
     for (;;) {
@@ -117,7 +125,12 @@ describe.skipIf(!haveEtcd)('KV semantics equal the real etcd', () => {
   }, 30_000);
 
   afterAll(async () => {
-    proc?.kill('SIGTERM');
+    if (proc && proc.exitCode === null) {
+      const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+      proc.kill('SIGTERM');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+      if (proc.exitCode === null) proc.kill('SIGKILL');
+    }
     if (mine) await closeStore(mine.s);
     fs.rmSync(dir, { recursive: true, force: true });
   });
@@ -172,6 +185,12 @@ describe.skipIf(!haveEtcd)('KV semantics equal the real etcd', () => {
     await same('Txn', txnReq([], [op.put(putReq('b', '', { ignoreValue: true, prevKv: true }))]));
     await same('Put', putReq('zzz', '', { ignoreLease: true }));
     await same('Put', putReq('zzz', 'v', { lease: '12345' }));
+    // Leases: attach, compare, keep with ignore_lease, see them in prev_kv.
+    await call(client.lease.LeaseGrant, { ID: String(LEASE_ID), TTL: '600' });
+    await same('Put', putReq('l1', 'v', { lease: String(LEASE_ID) }));
+    await same('Txn', txnReq([cmp('l1', 'lease', '=', String(LEASE_ID))], [op.put(putReq('l1', 'w', { ignoreLease: true, prevKv: true }))]));
+    await same('Txn', txnReq([cmp('l1', 'lease', '>', '0')], [op.del(delReq('l1', undefined, true))]));
+    await same('Put', putReq('l2', '', { lease: String(LEASE_ID), ignoreValue: true }));
     // HashKV over the same history matches bit for bit (same record layout as etcd).
     const theirs = (await call<pb.HashKVResponse>(client.maint.HashKV, { revision: '0' })) as pb.HashKVResponse;
     const h = mine!.s.store.hashKV(0);

@@ -432,9 +432,9 @@ const base: Omit<SimOptions, 'nodes'> = {
   confChangeRate: 0,
 };
 
-const SEEDS = Number(process.env.RAFT_SIM_SEEDS ?? 400);
-const MEMBERSHIP_SEEDS = Number(process.env.RAFT_SIM_MEMBERSHIP_SEEDS ?? 500);
-const CHAOS_SEEDS = Number(process.env.RAFT_SIM_CHAOS_SEEDS ?? 1500);
+const SEEDS = Number(process.env.RAFT_SIM_SEEDS ?? 300);
+const MEMBERSHIP_SEEDS = Number(process.env.RAFT_SIM_MEMBERSHIP_SEEDS ?? 400);
+const CHAOS_SEEDS = Number(process.env.RAFT_SIM_CHAOS_SEEDS ?? 1000);
 const FIRST_SEED = Number(process.env.RAFT_SIM_FIRST_SEED ?? 1);
 
 function runSeeds(seedBase: number, nodes: number, over: Partial<SimOptions> = {}, seeds = SEEDS): Sim['stats'] & { applied: number } {

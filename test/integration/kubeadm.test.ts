@@ -1,0 +1,315 @@
+// A rehearsal of what kind does with etcd, without Docker: kubeadm's certificates, kubeadm's
+// exact etcd command line, kubelet's probes, kube-apiserver's mutual TLS and keepalive pings.
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import tls from 'node:tls';
+import * as grpc from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateKubeadmPki, type KubeadmPki } from '../helpers/certs';
+import {
+  apiserverClient,
+  httpGet,
+  KubeClient,
+  kubeadmEtcdArgs,
+  memberSpecs,
+  OUR_ETCD,
+  REAL_ETCD,
+  spawnEtcd,
+  tempDataDir,
+  waitServing,
+  type KubeadmMemberSpec,
+  type RunningEtcd,
+} from '../helpers/kubeadm';
+import { sleepMs, waitFor } from '../helpers/wait';
+
+interface LogLine {
+  level?: string;
+  msg?: string;
+  [k: string]: unknown;
+}
+
+function logLines(text: string): LogLine[] {
+  const out: LogLine[] = [];
+  for (const l of text.split('\n')) {
+    if (!l.startsWith('{')) continue;
+    try {
+      out.push(JSON.parse(l) as LogLine);
+    } catch {
+      // not a log line
+    }
+  }
+  return out;
+}
+
+/** A raw TCP connection that writes `payload` and resolves with what came back before close. */
+function rawExchange(port: number, payload: Buffer, timeoutMs: number): Promise<{ closed: boolean; reply: Buffer; ms: number }> {
+  return new Promise((resolve) => {
+    const started = Date.now();
+    const chunks: Buffer[] = [];
+    const s = net.connect(port, '127.0.0.1', () => s.write(payload));
+    const done = (closed: boolean): void => {
+      clearTimeout(timer);
+      s.destroy();
+      resolve({ closed, reply: Buffer.concat(chunks), ms: Date.now() - started });
+    };
+    const timer = setTimeout(() => done(false), timeoutMs);
+    s.on('data', (c: Buffer) => chunks.push(c));
+    s.on('close', () => done(true));
+    s.on('error', () => done(true));
+  });
+}
+
+/** HTTP/1.1 over TLS with a client certificate, as `curl --cacert --cert --key https://...`. */
+function httpsGet(port: number, pki: KubeadmPki, pathname: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const s = tls.connect({
+      port,
+      host: '127.0.0.1',
+      servername: 'localhost',
+      ca: fs.readFileSync(pki.ca.cert),
+      cert: fs.readFileSync(pki.healthcheckClient.cert),
+      key: fs.readFileSync(pki.healthcheckClient.key),
+      ALPNProtocols: ['http/1.1'],
+    });
+    let data = '';
+    const timer = setTimeout(() => s.destroy(new Error('https GET timed out')), 5_000);
+    s.on('secureConnect', () => s.write(`GET ${pathname} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`));
+    s.setEncoding('utf8');
+    s.on('data', (c: string) => {
+      data += c;
+    });
+    s.on('end', () => {
+      clearTimeout(timer);
+      const m = /^HTTP\/1\.1 (\d+)/.exec(data);
+      resolve({ status: m ? Number(m[1]) : 0, body: data.slice(data.indexOf('\r\n\r\n') + 4) });
+    });
+    s.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+  });
+}
+
+describe('kubeadm stacked etcd (one control-plane member)', () => {
+  let pki: KubeadmPki;
+  let spec: KubeadmMemberSpec;
+  let ours: RunningEtcd;
+  let target: string;
+
+  beforeAll(async () => {
+    [spec] = (await memberSpecs(1)) as [KubeadmMemberSpec];
+    pki = generateKubeadmPki([{ name: spec.name, ips: [spec.ip] }]);
+    const dataDir = tempDataDir();
+    ours = spawnEtcd(OUR_ETCD, kubeadmEtcdArgs(spec, [spec], pki, dataDir, 'new'));
+    target = `127.0.0.1:${spec.clientPort}`;
+    await waitServing(ours, target, pki);
+  });
+
+  afterAll(async () => {
+    await ours?.stop();
+    if (pki) fs.rmSync(pki.dir, { recursive: true, force: true });
+  });
+
+  it('starts with the exact command line and logs each flag it does not act on once, by name', () => {
+    const lines = logLines(ours.logs());
+    const ignored = lines.filter((l) => l.msg === 'flag accepted but not acted on').map((l) => String(l['flag']));
+    expect(new Set(ignored).size).toBe(ignored.length);
+    // TLS is acted on now; these must not be reported as ignored.
+    for (const f of ['cert-file', 'key-file', 'trusted-ca-file', 'client-cert-auth', 'peer-cert-file', 'peer-client-cert-auth']) {
+      expect(ignored).not.toContain(f);
+    }
+    expect(lines.some((l) => l.msg === 'starting with client TLS')).toBe(true);
+    expect(lines.some((l) => l.msg === 'serving client traffic securely')).toBe(true);
+  });
+
+  it('serves kube-apiserver over mutual TLS on both listen-client-urls', async () => {
+    for (const host of ['127.0.0.1', spec.ip]) {
+      const c = apiserverClient(`${host}:${spec.clientPort}`, pki);
+      try {
+        const put = await c.unary('KV', 'Put', { key: Buffer.from(`/registry/probe/${host}`), value: Buffer.from('x') });
+        expect(Number((put['header'] as { revision: string }).revision)).toBeGreaterThan(0);
+      } finally {
+        c.close();
+      }
+    }
+  });
+
+  it('refuses clients without a certificate or with one from another CA, and says why in the log', async () => {
+    const cases: Array<{ name: string; client: KubeClient }> = [
+      { name: 'no certificate', client: new KubeClient(target, { ca: pki.ca.cert }) },
+      { name: 'unknown CA', client: new KubeClient(target, { ca: pki.ca.cert, client: pki.strangerClient }) },
+    ];
+    for (const { name, client } of cases) {
+      try {
+        const err = await client.unary('KV', 'Range', { key: Buffer.from('a') }, 3_000).then(
+          () => undefined,
+          (e: grpc.ServiceError) => e,
+        );
+        expect(err, name).toBeDefined();
+        expect(err!.code, name).toBe(grpc.status.UNAVAILABLE);
+      } finally {
+        client.close();
+      }
+    }
+    await waitFor('rejected connection warnings', () => {
+      const rejected = logLines(ours.logs()).filter((l) => l.msg === 'rejected connection' && l.level === 'warn');
+      return rejected.length >= 2 ? rejected : undefined;
+    });
+  });
+
+  it('refuses plain-text clients on the TLS port at once instead of hanging', async () => {
+    const h1 = await rawExchange(spec.clientPort, Buffer.from('GET /health HTTP/1.1\r\nHost: x\r\n\r\n'), 5_000);
+    expect(h1.closed).toBe(true);
+    expect(h1.ms).toBeLessThan(3_000);
+    const h2 = await rawExchange(spec.clientPort, Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), 5_000);
+    expect(h2.closed).toBe(true);
+    const plain = new KubeClient(target, 'insecure');
+    try {
+      const err = await plain.unary('KV', 'Range', { key: Buffer.from('a') }, 3_000).then(
+        () => undefined,
+        (e: grpc.ServiceError) => e,
+      );
+      expect(err?.code).toBe(grpc.status.UNAVAILABLE);
+    } finally {
+      plain.close();
+    }
+    const lines = logLines(ours.logs()).filter((l) => l.msg === 'rejected connection');
+    expect(lines.some((l) => String(l['error']).includes('first record does not look like a TLS handshake'))).toBe(true);
+  });
+
+  it('answers HTTP/1.1 over TLS on the client port (curl with the healthcheck-client certificate)', async () => {
+    const h = await httpsGet(spec.clientPort, pki, '/health');
+    expect(h.status).toBe(200);
+    expect(JSON.parse(h.body)).toMatchObject({ health: 'true' });
+    const v = await httpsGet(spec.clientPort, pki, '/version');
+    expect(v.status).toBe(200);
+    expect(JSON.parse(v.body)).toHaveProperty('etcdserver');
+  });
+
+  it("passes kubelet's liveness, readiness and startup probes on the metrics URL", async () => {
+    const base = `http://127.0.0.1:${spec.metricsPort}`;
+    const livez = await httpGet(`${base}/livez`);
+    expect(livez.status).toBe(200);
+    expect(livez.body.trim()).toBe('ok');
+    const readyz = await httpGet(`${base}/readyz`);
+    expect(readyz.status).toBe(200);
+    expect(readyz.body.trim()).toBe('ok');
+    const verbose = await httpGet(`${base}/readyz?verbose`);
+    expect(verbose.status).toBe(200);
+    expect(verbose.body).toContain('[+]linearizable_read ok');
+    expect(verbose.body).toContain('ok');
+    const h1 = await httpGet(`${base}/health?exclude=NOSPACE&serializable=true`);
+    expect(h1.status).toBe(200);
+    expect(JSON.parse(h1.body)).toEqual({ health: 'true', reason: '' });
+    const h2 = await httpGet(`${base}/health?serializable=false`);
+    expect(h2.status).toBe(200);
+    const metrics = await httpGet(`${base}/metrics`);
+    expect(metrics.status).toBe(200);
+    expect(metrics.body).toContain('etcd_server_has_leader 1');
+  });
+
+  it('keeps a client that pings every 30 s (scaled: 600 ms) connected, its watch alive', async () => {
+    // kube-apiserver: keepalive time 30 s against etcd's 5 s minimum; same ratio, 100x faster.
+    const c = apiserverClient(target, pki, { 'grpc.keepalive_time_ms': 600, 'grpc.keepalive_timeout_ms': 2_000, 'grpc.keepalive_permit_without_calls': 1 });
+    try {
+      await c.unary('KV', 'Range', { key: Buffer.from('a') });
+      const w = c.bidi('Watch', 'Watch');
+      const got: Record<string, unknown>[] = [];
+      let streamErr: Error | undefined;
+      w.on('data', (m: Record<string, unknown>) => got.push(m));
+      w.on('error', (e: Error) => {
+        streamErr = e;
+      });
+      w.write({ create_request: { key: Buffer.from('/registry/ka'), start_revision: '0' } });
+      await waitFor('watch created', () => got.some((m) => m['created'] === true));
+      await sleepMs(4_000);
+      expect(streamErr).toBeUndefined();
+      expect(c.channelState()).toBe(grpc.connectivityState.READY);
+      await c.unary('KV', 'Put', { key: Buffer.from('/registry/ka'), value: Buffer.from('1') });
+      await waitFor('event after pings', () => got.some((m) => Array.isArray(m['events']) && (m['events'] as unknown[]).length > 0));
+      w.end();
+    } finally {
+      c.close();
+    }
+  }, 20_000);
+});
+
+describe('NOSPACE alarm and the health probes, ours and the real etcd', () => {
+  for (const [label, bin, style] of [
+    ['ours', OUR_ETCD, 'new'],
+    ['real etcd 3.4', REAL_ETCD, 'old'],
+  ] as const) {
+    it(`${label}: /health fails with the alarm unless excluded`, async () => {
+      if (bin === REAL_ETCD && !fs.existsSync(REAL_ETCD)) return;
+      const [spec] = (await memberSpecs(1)) as [KubeadmMemberSpec];
+      const pki = generateKubeadmPki([{ name: spec.name, ips: [spec.ip] }]);
+      const e = spawnEtcd(bin, kubeadmEtcdArgs(spec, [spec], pki, tempDataDir(), style));
+      const target = `127.0.0.1:${spec.clientPort}`;
+      try {
+        await waitServing(e, target, pki);
+        const c = apiserverClient(target, pki);
+        const st = await c.unary('Maintenance', 'Status', {});
+        await c.unary('Maintenance', 'Alarm', { action: 1 /* Activate */, memberID: (st['header'] as { member_id: string }).member_id, alarm: 1 /* NOSPACE */ });
+        c.close();
+        const base = `http://127.0.0.1:${spec.metricsPort}`;
+        const bad = await httpGet(`${base}/health`);
+        expect(bad.status).toBe(503);
+        expect(JSON.parse(bad.body)).toMatchObject({ health: 'false' });
+        const excluded = await httpGet(`${base}/health?exclude=NOSPACE&serializable=true`);
+        expect(excluded.status).toBe(200);
+        if (bin === OUR_ETCD) {
+          expect(JSON.parse(bad.body)).toEqual({ health: 'false', reason: 'ALARM NOSPACE' });
+          // kubelet's liveness probe does not look at alarms; readiness neither (only corruption).
+          expect((await httpGet(`${base}/livez`)).status).toBe(200);
+        }
+      } finally {
+        await e.stop();
+        fs.rmSync(pki.dir, { recursive: true, force: true });
+      }
+    });
+  }
+});
+
+describe('--auto-tls', () => {
+  it('generates a self-signed certificate under data-dir/fixtures/client and serves TLS with it', async () => {
+    const [spec] = (await memberSpecs(1)) as [KubeadmMemberSpec];
+    const dataDir = tempDataDir();
+    const url = `https://127.0.0.1:${spec.clientPort}`;
+    const e = spawnEtcd(OUR_ETCD, [
+      '--name=auto',
+      `--data-dir=${dataDir}`,
+      '--auto-tls',
+      `--listen-client-urls=${url}`,
+      `--advertise-client-urls=${url}`,
+      `--listen-peer-urls=http://127.0.0.1:${spec.peerPort}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${spec.peerPort}`,
+      `--initial-cluster=auto=http://127.0.0.1:${spec.peerPort}`,
+    ]);
+    try {
+      await waitFor(
+        'TLS Range with an unverified server certificate',
+        async () => {
+          const creds = grpc.credentials.createSsl(null, null, null, { rejectUnauthorized: false, checkServerIdentity: () => undefined });
+          const c = new grpc.Client(`127.0.0.1:${spec.clientPort}`, creds);
+          try {
+            await new Promise<void>((resolve, reject) => c.waitForReady(Date.now() + 1_000, (err) => (err ? reject(err) : resolve())));
+            return true;
+          } finally {
+            c.close();
+          }
+        },
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
+      const cert = path.join(dataDir, 'fixtures', 'client', 'cert.pem');
+      expect(fs.existsSync(cert)).toBe(true);
+      expect(fs.existsSync(path.join(dataDir, 'fixtures', 'client', 'key.pem'))).toBe(true);
+      const x = new (await import('node:crypto')).X509Certificate(fs.readFileSync(cert));
+      expect(x.subject).toContain('O=etcd');
+      expect(x.subjectAltName).toContain('IP Address:127.0.0.1');
+    } finally {
+      await e.stop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+});
