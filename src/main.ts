@@ -67,7 +67,10 @@ async function listenPlainHttp(
     if (u.protocol === 'https:') {
       if (tlsMaterial === undefined) throw new Error(`cannot listen on TLS for ${u.host}: KeyFile and CertFile are not presented`);
       const hs = https.createServer({ ...serverTlsOptions(tlsMaterial, ['http/1.1']), handshakeTimeout: 10_000 }, handler);
-      hs.on('tlsClientError', (err: Error, sock) => logRejected(log, sock, err));
+      hs.on('tlsClientError', (err: Error, sock) => {
+        logRejected(log, sock, err);
+        sock.destroy();
+      });
       s = hs;
     } else {
       s = http.createServer(handler);

@@ -1,7 +1,7 @@
 // Side-by-side benchmark: the real etcd and ours, same battery, fresh servers, alternating; medians.
 // Entry point of scripts/bench/bench.sh (which builds the tool and a snapshot of ours first).
 import assert from 'node:assert';
-import { spawn, execFileSync } from 'node:child_process';
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -9,7 +9,7 @@ import { battery, FULL, QUICK, selectCases, type BenchCase } from './cases';
 import { parseToolOutput } from './parse';
 import { readProcs } from './procstat';
 import { seedKeys } from './seed';
-import { startCluster, type Launcher } from './servers';
+import { startCluster, type Cluster, type Launcher } from './servers';
 import { renderCaseTable, renderSummaryTable, fmt, type CaseResult, type Sample, type SystemName } from './table';
 
 /** The tool's progress bars are long; only the tail (where the summary is) is kept. */
@@ -114,10 +114,21 @@ interface ToolRun {
   wallSec: number;
 }
 
+/** What is running now, so an interrupt can stop it instead of leaving servers behind. */
+const live: { tool: ChildProcess | null; cluster: Cluster | null } = { tool: null, cluster: null };
+
+function onInterrupt(signal: NodeJS.Signals): void {
+  process.stderr.write(`bench: ${signal}: stopping the running case\n`);
+  live.tool?.kill('SIGKILL');
+  const c = live.cluster;
+  void (c ? c.stop() : Promise.resolve()).finally(() => process.exit(130));
+}
+
 function runTool(bin: string, args: string[], timeoutSec: number): Promise<ToolRun> {
   return new Promise((resolve) => {
     const started = process.hrtime.bigint();
     const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    live.tool = child;
     let out = '';
     const keep = (chunk: Buffer): void => {
       out += chunk.toString('utf8');
@@ -132,6 +143,7 @@ function runTool(bin: string, args: string[], timeoutSec: number): Promise<ToolR
     }, timeoutSec * 1000);
     child.once('close', (code) => {
       clearTimeout(timer);
+      live.tool = null;
       resolve({ output: out, timedOut, exitCode: code, wallSec: Number(process.hrtime.bigint() - started) / 1e9 });
     });
   });
@@ -148,6 +160,7 @@ async function runOnce(c: BenchCase, system: SystemName, o: Options, rawFile: st
     etcdctl: o.etcdctl,
     readyTimeoutMs: READY_TIMEOUT_PER_MEMBER_MS * c.members,
   });
+  live.cluster = cluster;
   let keepData = false;
   try {
     if (c.seed.length > 0) await seedKeys(cluster.endpoints[0], c.seed, SEED_TIMEOUT_MS);
@@ -178,6 +191,7 @@ async function runOnce(c: BenchCase, system: SystemName, o: Options, rawFile: st
       wallSec: run.wallSec,
     };
   } finally {
+    live.cluster = null;
     await cluster.stop(keepData);
   }
 }
@@ -198,6 +212,8 @@ function machineDescription(): string {
 
 async function main(): Promise<number> {
   const o = parseArgs(process.argv.slice(2));
+  process.once('SIGINT', onInterrupt);
+  process.once('SIGTERM', onInterrupt);
   const cases = selectCases(battery(o.quick ? QUICK : FULL), o.cases);
   if (o.list) {
     for (const c of cases) process.stdout.write(`${c.name.padEnd(22)} ${c.title}\n`);
@@ -214,6 +230,30 @@ async function main(): Promise<number> {
   const results = new Map<string, CaseResult>();
   for (const c of cases) results.set(c.name, { name: c.name, title: c.title, unit: c.unit === 'req' ? 'requests' : 'events', note: c.note, etcd: [], ours: [] });
   let ours3mBroken: string | undefined = o.ours3m === 'no' ? 'n/a (not run)' : undefined;
+
+  /** Rewritten after every run, so an interrupted battery still leaves its tables. */
+  const writeResults = (): string => {
+    const all = cases.map((c) => results.get(c.name)).filter((x): x is CaseResult => x !== undefined);
+    const md = [
+      `## Benchmark: ours vs etcd 3.4.23 (${o.quick ? 'quick, ' : ''}median of ${o.repeats} run(s))`,
+      '',
+      `Command: \`${command}\``,
+      '',
+      '```',
+      machine,
+      '```',
+      '',
+      'Load generator: etcd 3.4.23 `tools/benchmark`; key 8 B, value 256 B; fresh data directory per run.',
+      'CPU is the servers\' own user+system time during the load (all members). Shared, noisy machine.',
+      '',
+      renderSummaryTable(all),
+      '',
+      ...all.map((c) => `${renderCaseTable(c)}\n`),
+    ].join('\n');
+    fs.writeFileSync(path.join(o.outDir, 'results.md'), md);
+    fs.writeFileSync(path.join(o.outDir, 'results.json'), JSON.stringify({ command, machine, quick: o.quick, repeats: o.repeats, cases: all }, null, 2));
+    return md;
+  };
 
   for (let r = 0; r < o.repeats; r++) {
     for (const [ci, c] of cases.entries()) {
@@ -243,29 +283,12 @@ async function main(): Promise<number> {
           ? `${fmt(sample.qps)} ${res.unit}/s, p50 ${fmt(sample.p50Ms)} ms, p99 ${fmt(sample.p99Ms)} ms, peak RSS ${fmt(sample.peakRssMiB)} MiB, CPU ${fmt(sample.cpuSec)} s`
           : `FAILED: ${sample.error}`;
         process.stderr.write(`[${r + 1}/${o.repeats}] ${c.name} ${system}: ${line}\n`);
+        writeResults();
       }
     }
   }
 
-  const all = cases.map((c) => results.get(c.name)).filter((x): x is CaseResult => x !== undefined);
-  const md = [
-    `## Benchmark: ours vs etcd 3.4.23 (${o.quick ? 'quick, ' : ''}median of ${o.repeats} run(s))`,
-    '',
-    `Command: \`${command}\``,
-    '',
-    '```',
-    machine,
-    '```',
-    '',
-    'Load generator: etcd 3.4.23 `tools/benchmark`; key 8 B, value 256 B; fresh data directory per run.',
-    'CPU is the servers\' own user+system time during the load (all members). Shared, noisy machine.',
-    '',
-    renderSummaryTable(all),
-    '',
-    ...all.map((c) => `${renderCaseTable(c)}\n`),
-  ].join('\n');
-  fs.writeFileSync(path.join(o.outDir, 'results.md'), md);
-  fs.writeFileSync(path.join(o.outDir, 'results.json'), JSON.stringify({ command, machine, quick: o.quick, repeats: o.repeats, cases: all }, null, 2));
+  const md = writeResults();
   process.stdout.write(`${md}\n`);
   process.stderr.write(`bench: wrote ${path.join(o.outDir, 'results.md')}\n`);
   return 0;

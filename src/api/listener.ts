@@ -160,9 +160,13 @@ export async function listenClientUrls(
       raw.on('close', () => sockets.delete(raw));
     });
     srv.on('secureConnection', (s: tls.TLSSocket) => routeSecure(s, m, t.kind === 'unix' ? t.path : undefined));
-    // Bad or missing client certificates and plain-text clients end here: the connection is
-    // already closed by Node; say why, once, as etcd does.
-    srv.on('tlsClientError', (err: Error, s: tls.TLSSocket) => logRejected(log, s, err));
+    // Bad or missing client certificates, plain-text and silent clients end here; say why,
+    // once, as etcd does.
+    srv.on('tlsClientError', (err: Error, s: tls.TLSSocket) => {
+      logRejected(log, s, err);
+      // A handshake timeout leaves the socket open; nothing more can come of it.
+      s.destroy();
+    });
     return srv;
   };
 

@@ -89,6 +89,9 @@ export class MvccStore {
   private readonly readKey = Buffer.alloc(REV_BYTES);
   private wakeSleeper: (() => void) | null = null;
 
+  /** Writes applied since start (etcd_mvcc_put_total / etcd_mvcc_delete_total count these). */
+  readonly ops = { puts: 0, deletes: 0 };
+
   constructor(private readonly backend: Backend) {
     this.kv = backend.subDb(KEY_DB);
     this.restore();
@@ -222,6 +225,7 @@ export class MvccStore {
     };
     this.kv.putSync(revToBytes(rev, sub), encodeKeyValue(kv));
     this.index.put(keyStr, rev, sub);
+    this.ops.puts++;
     return { kv, prevKv };
   }
 
@@ -232,6 +236,7 @@ export class MvccStore {
     this.kv.putSync(revToBytes(rev, sub, true), encodeKeyValue(tomb));
     const ok = this.index.tombstone(keyStr, rev, sub);
     assert(ok, 'tombstone of a key that does not exist');
+    this.ops.deletes++;
     return { ...tomb, modRevision: rev };
   }
 

@@ -264,6 +264,7 @@ export class EtcdServer implements EtcdServerApi {
   transport!: PeerTransport;
   private metrics: EtcdMetrics | null = null;
   private compactor: Compactor | null = null;
+  private reportedOps = { puts: 0, deletes: 0 };
   private proposalsFailed = 0;
 
   /** Gauges are sampled at scrape time; counters are bumped where things happen. */
@@ -285,6 +286,10 @@ export class EtcdServer implements EtcdServerApi {
       m.mvcc.compactRevision.set(this.mvcc.compactRevision());
       m.mvcc.watcherTotal.set(this.watchHub.watcherCount());
       m.mvcc.slowWatcherTotal.set(this.watchHub.slowWatcherCount());
+      // Counted where they happen in the store (txn puts and lease-revoke deletes included).
+      m.mvcc.putTotal.inc(this.mvcc.ops.puts - this.reportedOps.puts);
+      m.mvcc.deleteTotal.inc(this.mvcc.ops.deletes - this.reportedOps.deletes);
+      this.reportedOps = { ...this.mvcc.ops };
     });
   }
 
@@ -676,12 +681,10 @@ export class EtcdServer implements EtcdServerApi {
 
   async put(req: pb.PutRequest): Promise<pb.PutResponse> {
     this.checkQuota(req.key.length + req.value.length);
-    this.metrics?.mvcc.putTotal.inc();
     return this.withHeader((await this.propose({ put: req } as pb.InternalRaftRequest)) as pb.PutResponse);
   }
 
   async deleteRange(req: pb.DeleteRangeRequest): Promise<pb.DeleteRangeResponse> {
-    this.metrics?.mvcc.deleteTotal.inc();
     return this.withHeader((await this.propose({ deleteRange: req } as pb.InternalRaftRequest)) as pb.DeleteRangeResponse);
   }
 

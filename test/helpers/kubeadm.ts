@@ -291,3 +291,45 @@ export async function waitServing(e: RunningEtcd, target: string, pki: KubeadmPk
 export function tempDataDir(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'kubeadm-etcd-'));
 }
+
+export interface KubeadmCluster {
+  specs: KubeadmMemberSpec[];
+  members: RunningEtcd[];
+  pki: KubeadmPki;
+  /** `127.0.0.1:<client port>` per member: each control-plane node's apiserver talks to its own member. */
+  targets: string[];
+  logs(): string;
+  stop(): Promise<void>;
+}
+
+/**
+ * kubeadm's stacked etcd on `n` control-plane nodes: certificates for every node, each member
+ * started with kubeadm's command line for the full initial cluster, all serving mutual TLS.
+ */
+export async function startKubeadmCluster(
+  bin: string,
+  n: number,
+  style: 'new' | 'old',
+  makePki: (members: Array<{ name: string; ips: string[] }>) => KubeadmPki,
+  readyTimeoutMs = 60_000,
+): Promise<KubeadmCluster> {
+  const specs = await memberSpecs(n);
+  const pki = makePki(specs.map((s) => ({ name: s.name, ips: [s.ip] })));
+  const dirs = specs.map(() => tempDataDir());
+  const members = specs.map((s, i) => spawnEtcd(bin, kubeadmEtcdArgs(s, specs, pki, dirs[i]!, style)));
+  const targets = specs.map((s) => `127.0.0.1:${s.clientPort}`);
+  const logs = (): string => members.map((m, i) => `=== ${specs[i]!.name}\n${m.logs().slice(-6000)}`).join('\n');
+  const stop = async (): Promise<void> => {
+    await Promise.all(members.map((m) => m.stop()));
+    for (const d of dirs) fs.rmSync(d, { recursive: true, force: true });
+    fs.rmSync(pki.dir, { recursive: true, force: true });
+  };
+  try {
+    await Promise.all(members.map((m, i) => waitServing(m, targets[i]!, pki, readyTimeoutMs)));
+  } catch (e) {
+    const text = `${(e as Error).message.split('\n')[0]}\n${logs()}`;
+    await stop();
+    throw new Error(text);
+  }
+  return { specs, members, pki, targets, logs, stop };
+}

@@ -61,20 +61,23 @@ function rawExchange(port: number, payload: Buffer, timeoutMs: number): Promise<
 }
 
 /** HTTP/1.1 over TLS with a client certificate, as `curl --cacert --cert --key https://...`. */
-function httpsGet(port: number, pki: KubeadmPki, pathname: string): Promise<{ status: number; body: string }> {
+function httpsGet(port: number, pki: KubeadmPki, pathname: string, post?: string, client = pki.healthcheckClient): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const s = tls.connect({
       port,
       host: '127.0.0.1',
       servername: 'localhost',
       ca: fs.readFileSync(pki.ca.cert),
-      cert: fs.readFileSync(pki.healthcheckClient.cert),
-      key: fs.readFileSync(pki.healthcheckClient.key),
+      cert: fs.readFileSync(client.cert),
+      key: fs.readFileSync(client.key),
       ALPNProtocols: ['http/1.1'],
     });
     let data = '';
     const timer = setTimeout(() => s.destroy(new Error('https GET timed out')), 5_000);
-    s.on('secureConnect', () => s.write(`GET ${pathname} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n`));
+    s.on('secureConnect', () => {
+      const head = `${post === undefined ? 'GET' : 'POST'} ${pathname} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n`;
+      s.write(post === undefined ? `${head}\r\n` : `${head}Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(post)}\r\n\r\n${post}`);
+    });
     s.setEncoding('utf8');
     s.on('data', (c: string) => {
       data += c;
@@ -185,6 +188,13 @@ describe('kubeadm stacked etcd (one control-plane member)', () => {
     const v = await httpsGet(spec.clientPort, pki, '/version');
     expect(v.status).toBe(200);
     expect(JSON.parse(v.body)).toHaveProperty('etcdserver');
+    // The JSON gateway reaches gRPC from behind TLS too.
+    const put = await httpsGet(spec.clientPort, pki, '/v3/kv/put', JSON.stringify({ key: Buffer.from('/gw/k').toString('base64'), value: Buffer.from('v').toString('base64') }));
+    expect(put.status, put.body).toBe(200);
+    const got = await httpsGet(spec.clientPort, pki, '/v3/kv/range', JSON.stringify({ key: Buffer.from('/gw/k').toString('base64') }));
+    expect(got.status, got.body).toBe(200);
+    const text = got.body.includes('\r\n') ? got.body.split('\r\n').filter((l) => l.startsWith('{')).join('') : got.body;
+    expect(Buffer.from((JSON.parse(text) as { kvs: Array<{ value: string }> }).kvs[0]!.value, 'base64').toString()).toBe('v');
   });
 
   it("passes kubelet's liveness, readiness and startup probes on the metrics URL", async () => {
@@ -269,6 +279,36 @@ describe('NOSPACE alarm and the health probes, ours and the real etcd', () => {
       }
     });
   }
+});
+
+describe('https:// metrics URL', () => {
+  it('serves the probes over TLS with the client certificate rules', async () => {
+    const [spec] = (await memberSpecs(1)) as [KubeadmMemberSpec];
+    const pki = generateKubeadmPki([{ name: spec.name, ips: [spec.ip] }]);
+    const args = kubeadmEtcdArgs(spec, [spec], pki, tempDataDir(), 'new').map((a) =>
+      a.startsWith('--listen-metrics-urls=') ? `--listen-metrics-urls=https://127.0.0.1:${spec.metricsPort}` : a,
+    );
+    const e = spawnEtcd(OUR_ETCD, args);
+    try {
+      await waitServing(e, `127.0.0.1:${spec.clientPort}`, pki);
+      const r = await httpsGet(spec.metricsPort, pki, '/readyz');
+      expect(r.status).toBe(200);
+      // With TLS 1.3 the client may finish its side before the server refuses: no answer either way.
+      const stranger = await httpsGet(spec.metricsPort, pki, '/readyz', undefined, pki.strangerClient).then(
+        (x) => (x.status === 0 ? 'refused' : 'answered'),
+        () => 'refused',
+      );
+      expect(stranger).toBe('refused');
+      const plain = await httpGet(`http://127.0.0.1:${spec.metricsPort}/readyz`, 3_000).then(
+        () => 'answered',
+        () => 'refused',
+      );
+      expect(plain).toBe('refused');
+    } finally {
+      await e.stop();
+      fs.rmSync(pki.dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('--auto-tls', () => {

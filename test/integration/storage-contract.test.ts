@@ -5,20 +5,7 @@ import fs from 'node:fs';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKubeadmPki, type KubeadmPki } from '../helpers/certs';
-import {
-  apiserverClient,
-  kubeadmEtcdArgs,
-  memberSpecs,
-  OUR_ETCD,
-  REAL_ETCD,
-  spawnEtcd,
-  tempDataDir,
-  waitServing,
-  type KubeClient,
-  type KubeadmMemberSpec,
-  type Msg,
-  type RunningEtcd,
-} from '../helpers/kubeadm';
+import { apiserverClient, OUR_ETCD, REAL_ETCD, startKubeadmCluster, type KubeadmCluster, type KubeClient, type Msg } from '../helpers/kubeadm';
 import { waitFor } from '../helpers/wait';
 
 const b = (s: string): Buffer => Buffer.from(s);
@@ -108,39 +95,40 @@ async function kubeCompact(c: KubeClient, t: number, rev: number): Promise<{ t: 
   return { t: t + 1, rev: curRev, compacted: true };
 }
 
-const targets: Array<{ label: string; bin: string; style: 'new' | 'old' }> = [{ label: 'ours', bin: OUR_ETCD, style: 'new' }];
-if (fs.existsSync(REAL_ETCD)) targets.push({ label: 'real etcd', bin: REAL_ETCD, style: 'old' });
+/**
+ * The three-member case needs Raft between processes over https:// peer URLs with
+ * --peer-client-cert-auth. Set KUBEADM_HA=1 to include it (see the report of issue 4: our peer
+ * transport does not yet dial peers with the peer certificate).
+ */
+const WITH_HA = process.env['KUBEADM_HA'] === '1';
+const targets: Array<{ label: string; bin: string; style: 'new' | 'old'; members: number }> = [{ label: 'ours', bin: OUR_ETCD, style: 'new', members: 1 }];
+if (fs.existsSync(REAL_ETCD)) targets.push({ label: 'real etcd', bin: REAL_ETCD, style: 'old', members: 1 });
+if (WITH_HA) {
+  targets.push({ label: 'ours, 3 control-plane members', bin: OUR_ETCD, style: 'new', members: 3 });
+  if (fs.existsSync(REAL_ETCD)) targets.push({ label: 'real etcd, 3 control-plane members', bin: REAL_ETCD, style: 'old', members: 3 });
+}
 
-let pki: KubeadmPki;
-beforeAll(() => {
-  pki = generateKubeadmPki([{ name: 'kind-control-plane', ips: ['127.0.0.2'] }]);
-});
-afterAll(() => {
-  if (pki) fs.rmSync(pki.dir, { recursive: true, force: true });
-});
-
-describe.each(targets)('storage contract against $label', ({ bin, style }) => {
-  let e: RunningEtcd;
+describe.each(targets)('storage contract against $label', ({ bin, style, members }) => {
+  let cluster: KubeadmCluster;
+  let pki: KubeadmPki;
   let c: KubeClient;
-  let target: string;
   const clients: KubeClient[] = [];
 
   beforeAll(async () => {
-    const [spec] = (await memberSpecs(1)) as [KubeadmMemberSpec];
-    e = spawnEtcd(bin, kubeadmEtcdArgs(spec, [spec], pki, tempDataDir(), style));
-    target = `127.0.0.1:${spec.clientPort}`;
-    await waitServing(e, target, pki);
-    c = apiserverClient(target, pki);
-  });
+    cluster = await startKubeadmCluster(bin, members, style, generateKubeadmPki);
+    pki = cluster.pki;
+    c = apiserverClient(cluster.targets[0]!, pki);
+  }, 120_000);
 
   afterAll(async () => {
     c?.close();
     for (const x of clients) x.close();
-    await e?.stop();
+    await cluster?.stop();
   });
 
+  // Each control-plane node's kube-apiserver talks to its own member.
   const another = (): KubeClient => {
-    const x = apiserverClient(target, pki);
+    const x = apiserverClient(cluster.targets[(clients.length + 1) % cluster.targets.length]!, pki);
     clients.push(x);
     return x;
   };
@@ -382,6 +370,7 @@ describe.each(targets)('storage contract against $label', ({ bin, style }) => {
     const st = await c.unary('Maintenance', 'Status', {});
     expect(st['version']).toMatch(/^3\.\d+\.\d+/);
     expect(Number(st['dbSize'])).toBeGreaterThan(0);
-    expect(st['leader']).toBe((st['header'] as { member_id: string }).member_id);
+    if (members === 1) expect(st['leader']).toBe((st['header'] as { member_id: string }).member_id);
+    else expect(st['leader']).not.toBe('0');
   });
 });
