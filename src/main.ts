@@ -1,5 +1,6 @@
 // Entry point of bin/etcd: parse etcd's command line, start the member, serve clients.
 import http from 'node:http';
+import * as grpcjs from '@grpc/grpc-js';
 import https from 'node:https';
 import { emitNotices, loggerForConfig, parseConfig, reportParseResult } from './config';
 import type { Config } from './config/types';
@@ -10,7 +11,7 @@ import { createHttpHandler } from './api/http';
 import { listenClientUrls, type ClientListeners } from './api/listener';
 import { idToHex } from './membership/ids';
 import { createMetrics } from './metrics';
-import { logRejected, resolveMemberTls, serverCredentials, serverTlsOptions, TLS_FLAGS, type MemberTls, type TlsMaterial } from './tls';
+import { channelCredentials, logRejected, resolveMemberTls, serverCredentials, serverTlsOptions, TLS_FLAGS, type MemberTls, type TlsMaterial } from './tls';
 import { ServerCredentials } from '@grpc/grpc-js';
 import { servePeerUrls, type PeerServer } from './transport';
 
@@ -119,7 +120,18 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const metrics = createMetrics({ serverVersion: c.emulatedEtcdVersion, extensive: c.metrics === 'extensive' });
   let server: EtcdServer;
   try {
-    server = await EtcdServer.start(serverConfig(c), log, metrics);
+    const peerTls = memberTls.peer;
+    const clientTls = memberTls.client;
+    const insecure = grpcjs.credentials.createInsecure();
+    server = await EtcdServer.start(
+      {
+        ...serverConfig(c),
+        peerCredentials: peerTls ? (secure) => (secure ? channelCredentials(peerTls) : insecure) : undefined,
+        clientCredentials: clientTls ? (secure) => (secure ? channelCredentials(clientTls) : insecure) : undefined,
+      },
+      log,
+      metrics,
+    );
   } catch (e) {
     log.error('failed to start etcd server', { error: (e as Error).message });
     return 1;

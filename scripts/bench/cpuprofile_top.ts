@@ -1,7 +1,7 @@
 // Top functions of a V8 .cpuprofile (from `node --cpu-prof`, or bench.sh --cpu-prof=DIR): self and
 // inclusive time, by function and file:line, with our dist/ paths mapped back to src/ lines when a
 // source map is beside the file.
-//   node dist/scripts/bench/cpuprofile_top.js FILE.cpuprofile [--top=40] [--filter=src/]
+//   node dist/scripts/bench/cpuprofile_top.js FILE.cpuprofile [--top=40] [--filter=src/] [--from-sec=5]
 import assert from 'node:assert';
 import fs from 'node:fs';
 
@@ -85,7 +85,9 @@ function location(cf: CallFrame): string {
   }
   if (map) {
     const line = map.sourceLine(cf.lineNumber);
-    const src = map.source.replace(/^(\.\.\/)+/, '');
+    // Ours: repo-relative (src/..., scripts/...); a dependency: its package name first.
+    const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1];
+    const src = pkg ? `${pkg}/${map.source.replace(/^(\.\.\/)+/, '')}` : map.source.replace(/^.*?\/?(?=(src|scripts)\/)/, '');
     return `${src}:${line ?? '?'}`;
   }
   const short = url.replace(/^.*\/node_modules\//, 'node_modules/');
@@ -98,13 +100,25 @@ function main(): void {
   assert(file, 'usage: cpuprofile_top FILE.cpuprofile [--top=N] [--filter=TEXT]');
   const top = Number(args.find((a) => a.startsWith('--top='))?.slice(6) ?? 40);
   const filter = args.find((a) => a.startsWith('--filter='))?.slice(9);
+  // Skips the first seconds (start-up: module loading, proto parsing) to see the steady state.
+  const fromUs = Number(args.find((a) => a.startsWith('--from-sec='))?.slice(11) ?? 0) * 1e6;
   const p = JSON.parse(fs.readFileSync(file, 'utf8')) as Profile;
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
   const selfUs = new Map<number, number>();
-  for (let i = 0; i < p.samples.length; i++) selfUs.set(p.samples[i], (selfUs.get(p.samples[i]) ?? 0) + (p.timeDeltas[i] ?? 0));
-  const totalUs = p.endTime - p.startTime;
+  let atUs = 0;
+  let skippedUs = 0;
+  for (let i = 0; i < p.samples.length; i++) {
+    const dt = p.timeDeltas[i] ?? 0;
+    atUs += dt;
+    if (atUs < fromUs) {
+      skippedUs += dt;
+      continue;
+    }
+    selfUs.set(p.samples[i], (selfUs.get(p.samples[i]) ?? 0) + dt);
+  }
+  const totalUs = p.endTime - p.startTime - skippedUs;
   let idleUs = 0;
   const self = new Map<string, number>();
   const incl = new Map<string, number>();

@@ -19,7 +19,7 @@ export interface Cluster {
   endpoints: string[];
   pids: number[];
   dataDir: string;
-  /** Stops every member (SIGTERM, then SIGKILL after `graceMs`) and removes the data. */
+  /** Stops every member (SIGTERM, then SIGKILL after STOP_GRACE_MS) and removes the data unless keepData. */
   stop(keepData?: boolean): Promise<void>;
 }
 

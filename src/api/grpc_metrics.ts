@@ -5,6 +5,7 @@
 // only when its handler actually begins (`instrumentImpl`, wrapped inside the checks); the
 // grpc-js interceptor links to it through the request Metadata object, which grpc-js hands
 // unchanged from the interceptor to the handler, and records messages and the final status.
+import assert from 'node:assert';
 import { performance } from 'node:perf_hooks';
 import * as grpc from '@grpc/grpc-js';
 import type { EtcdMetrics, GrpcMethodMetrics, GrpcType } from '../metrics';
@@ -22,6 +23,9 @@ const UNAVAILABLE = grpc.status.UNAVAILABLE;
 function codeOnClientCancel(path: string): number {
   return path === '/etcdserverpb.Lease/LeaseKeepAlive' ? UNAVAILABLE : CANCELLED;
 }
+
+/** Registered services have a few dozen methods; this only guards against misuse. */
+const MAX_METHODS = 512;
 
 interface MethodEntry {
   readonly service: string;
@@ -78,7 +82,7 @@ export interface GrpcInstrumentation {
    * Registers a service's methods for metrics and returns its definition with encoders that
    * count wire bytes (etcd counts every message its codec marshals or unmarshals).
    */
-  countBytes(serviceName: string, def: grpc.ServiceDefinition): grpc.ServiceDefinition;
+  instrumentDefinition(serviceName: string, def: grpc.ServiceDefinition): grpc.ServiceDefinition;
   /** Wraps handlers so a call counts as started when its handler begins. Wrap inside etcd's checks. */
   instrumentImpl(impl: grpc.UntypedServiceImplementation): grpc.UntypedServiceImplementation;
 }
@@ -131,11 +135,12 @@ export function createGrpcInstrumentation(metrics: EtcdMetrics): GrpcInstrumenta
     });
   };
 
-  const countBytes = (serviceName: string, def: grpc.ServiceDefinition): grpc.ServiceDefinition => {
+  const instrumentDefinition = (serviceName: string, def: grpc.ServiceDefinition): grpc.ServiceDefinition => {
     const out: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
     for (const [name, m] of Object.entries(def as Record<string, grpc.MethodDefinition<unknown, unknown>>)) {
       // The path ("/pkg.Service/Method") carries the proto's method name, as Go reports it.
       const method = m.path.slice(m.path.lastIndexOf('/') + 1);
+      assert(methods.size < MAX_METHODS, 'too many gRPC methods to instrument');
       methods.set(m.path, { service: serviceName, method, type: grpcTypeOf(m), metrics: undefined });
       const decode = m.requestDeserialize;
       const encode = m.responseSerialize;
@@ -167,5 +172,5 @@ export function createGrpcInstrumentation(metrics: EtcdMetrics): GrpcInstrumenta
     return out;
   };
 
-  return { interceptor, countBytes, instrumentImpl };
+  return { interceptor, instrumentDefinition, instrumentImpl };
 }

@@ -75,7 +75,7 @@ export function createGrpcServer(server: EtcdServerApi, log: ApiLogger, opts: Gr
     // The health service answers whatever the member's state, as in etcd.
     const guarded = name === 'grpc.health.v1.Health' ? counted : guard(def, counted, member);
     const wireDef = sized ? withWireSizes(def) : def;
-    grpcServer.addService(instr ? instr.countBytes(name, wireDef) : wireDef, guarded);
+    grpcServer.addService(instr ? instr.instrumentDefinition(name, wireDef) : wireDef, guarded);
     services.push(name);
   };
 

@@ -25,6 +25,8 @@ function toEtcdError(e: grpc.ServiceError): EtcdError {
 }
 
 export class LeaderClient {
+  constructor(private readonly credentials?: (secure: boolean) => grpc.ChannelCredentials) {}
+
   private client: LeaseClient | null = null;
   private url = '';
   private stream: grpc.ClientDuplexStream<object, pb.LeaseKeepAliveResponse> | null = null;
@@ -34,7 +36,9 @@ export class LeaderClient {
     if (this.client && this.url === url) return this.client;
     this.close();
     const Ctor = clientConstructor('etcdserverpb.Lease');
-    this.client = new Ctor(target(url), grpc.credentials.createInsecure()) as unknown as LeaseClient;
+    const secure = url.startsWith('https:') || url.startsWith('unixs:');
+    const creds = this.credentials?.(secure) ?? grpc.credentials.createInsecure();
+    this.client = new Ctor(target(url), creds) as unknown as LeaseClient;
     this.url = url;
     return this.client;
   }

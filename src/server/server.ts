@@ -2,6 +2,7 @@
 // applied, and answers with etcd's headers and errors. It owns the node loop, the applier and
 // the stores of one member.
 import assert from 'node:assert';
+import type * as grpc from '@grpc/grpc-js';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -54,6 +55,10 @@ export interface ServerConfig {
   version: string;
   clusterVersion: string;
   autoCompaction: { mode: 'periodic' | 'revision'; retentionMs: number; retentionRevisions: number };
+  /** Channel credentials towards peers (https:// peer URLs are `secure`); insecure when absent. */
+  peerCredentials?: (secure: boolean) => grpc.ChannelCredentials;
+  /** Channel credentials towards another member's client URL (lease forwarding to the leader). */
+  clientCredentials?: (secure: boolean) => grpc.ChannelCredentials;
 }
 
 /** Bounds. */
@@ -89,6 +94,7 @@ export class EtcdServer implements EtcdServerApi {
   private readCtxSeq = 0n;
   private readonly leaderWaiters: Array<() => void> = [];
   private publishedAttributes = false;
+  private loggedCapabilities = false;
   readonly requestTimeoutMs: number;
 
   private constructor(
@@ -223,6 +229,7 @@ export class EtcdServer implements EtcdServerApi {
       onMessage: (m) => {
         server.node.step(m);
       },
+      credentials: cfg.peerCredentials,
       onPeerUnreachable: (id) => server.node.enqueue((r) => r.reportUnreachable(id)),
       onSnapshotStatus: (id, failed) => server.node.enqueue((r) => r.reportSnapshot(id, failed)),
       isMemberRemoved: (id) => members.isRemoved(id),
@@ -401,6 +408,13 @@ export class EtcdServer implements EtcdServerApi {
       for (const w of ws) w();
       // Every member publishes its own name and client URLs once it knows a leader.
       if (!this.publishedAttributes) this.publishAttributes();
+      if (!this.loggedCapabilities) {
+        // etcd says this once the cluster version is known; tools (etcd's e2e harness) wait for it.
+        this.loggedCapabilities = true;
+        const clusterVersion = this.cfg.clusterVersion.split('.').slice(0, 2).join('.');
+        if (this.isLeader) this.log.info('set initial cluster version', { 'cluster-version': clusterVersion });
+        this.log.info('enabled capabilities for version', { 'cluster-version': clusterVersion });
+      }
     }
   }
 
@@ -728,7 +742,11 @@ export class EtcdServer implements EtcdServerApi {
     return url;
   }
 
-  private readonly leaderClient = new LeaderClient();
+  private get leaderClient(): LeaderClient {
+    this.leaderClientInstance ??= new LeaderClient(this.cfg.clientCredentials);
+    return this.leaderClientInstance;
+  }
+  private leaderClientInstance: LeaderClient | null = null;
 
   async leaseKeepAlive(req: pb.LeaseKeepAliveRequest): Promise<pb.LeaseKeepAliveResponse> {
     await this.waitLeader();
@@ -1007,7 +1025,7 @@ export class EtcdServer implements EtcdServerApi {
     this.compactor?.stop();
     await this.node.stop();
     await this.transport.stop();
-    this.leaderClient.close();
+    this.leaderClientInstance?.close();
     this.proposals.failAll(etcdError('Stopped'));
     for (const w of this.readWaiters.splice(0)) w.reject(etcdError('Stopped'));
     if (this.readInFlight) {
@@ -1042,7 +1060,7 @@ async function fetchClusterToJoin(cfg: ServerConfig, log: Logger): Promise<{ clu
   let lastError = '';
   for (const url of urls) {
     try {
-      const info = await fetchMemberInfo(url, { timeoutMs: 5000 });
+      const info = await fetchMemberInfo(url, { timeoutMs: 5000, credentials: cfg.peerCredentials });
       const list = (JSON.parse(info.membersJson) as MemberJson[]).map((m) => ({ ...m, id: BigInt(m.id) }));
       const mine = [...cfg.initialAdvertisePeerUrls].sort().join(',');
       const self = list.find((m) => [...m.peerUrls].sort().join(',') === mine);

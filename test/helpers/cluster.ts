@@ -7,7 +7,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { etcdBin } from './etcd-process';
+import { etcdBin, REPO_ROOT } from './etcd-process';
 import { EtcdGrpc, Msg } from './grpc';
 import { freePort } from './ports';
 import { childPids, pidHoldsSocket, socketInode, TcpProxy } from './proxy';
@@ -311,6 +311,10 @@ export class Cluster {
       namePrefix: options.namePrefix ?? 'm',
     };
     assert(opts.size >= 1 && opts.size <= MAX_MEMBERS);
+    // etcd 3.4 logs through capnslog unless told otherwise; the tests read zap's JSON lines.
+    if (!path.resolve(opts.bin).startsWith(REPO_ROOT + path.sep) && !opts.args.some((a) => a.startsWith('--logger'))) {
+      opts.args = ['--logger=zap', ...opts.args];
+    }
     const c = new Cluster(opts);
     for (let i = 0; i < opts.size; i++) c.members.push(await c.prepareMember());
     const initial = c.initialClusterOf(c.members);

@@ -138,7 +138,7 @@ describe('3-member cluster: kill -9 the leader under load', () => {
     expect(electionMs!).toBeLessThan(5 * ELECTION_TIMEOUT_MS);
     expect(outageMs).toBeLessThan(6 * ELECTION_TIMEOUT_MS);
     expect(stale, 'stale linearizable reads').toEqual([]);
-    expect(checks).toBeGreaterThan(3);
+    expect(checks, "cross-member read-your-write checks done").toBeGreaterThan(0);
     expect(log.acked.size).toBeGreaterThan(ackedBeforeKill);
 
     // Every acknowledged write is on every survivor (linearizable and serializable reads).

@@ -22,6 +22,27 @@ function ok(r: RunResult, what: string): string {
   return r.stdout;
 }
 
+/**
+ * etcd refuses reconfiguration until the members have been connected for a while ("unhealthy
+ * cluster", its strict reconfig check); retry that one refusal, bounded.
+ */
+async function reconfigure(args: string[], endpoint: ClusterMember, what: string): Promise<string> {
+  let last: RunResult | undefined;
+  await waitFor(
+    what,
+    async () => {
+      last = await etcdctl(args, { endpoint: endpoint.clientHostPort });
+      if (last.code === 0) return true;
+      if (/unhealthy cluster/.test(last.stderr)) return false;
+      throw new Error(`${what} failed (exit ${last.code}): ${last.stderr.trim()}`);
+    },
+    { timeoutMs: 20_000, intervalMs: 500 },
+  ).catch((e: Error) => {
+    throw new Error(`${e.message}; last stderr: ${last?.stderr.trim()}`);
+  });
+  return last!.stdout;
+}
+
 interface ListedMember {
   id: string;
   status: string;
@@ -61,7 +82,7 @@ describe('3-member cluster: membership changes with etcdctl under load', () => {
 
     // ---- member add + start with --initial-cluster-state existing
     const m3 = await c.prepareMember();
-    const addOut = ok(await etcdctl(['member', 'add', m3.name, `--peer-urls=${m3.peerUrl}`], { endpoint: follower0.clientHostPort }), 'member add');
+    const addOut = await reconfigure(['member', 'add', m3.name, `--peer-urls=${m3.peerUrl}`], follower0, 'member add');
     expect(addOut).toMatch(/^Member +[0-9a-f]+ added to cluster +[0-9a-f]+/);
     const initialCluster = /ETCD_INITIAL_CLUSTER="([^"]+)"/.exec(addOut)?.[1];
     expect(initialCluster).toBeDefined();
@@ -69,7 +90,7 @@ describe('3-member cluster: membership changes with etcdctl under load', () => {
     // etcd lists the new member under its name, the others under theirs.
     for (const m of [...c.members, m3]) expect(initialCluster).toContain(`${m.name}=${m.peerUrl}`);
     c.members.push(m3);
-    m3.launch(initialCluster!, 'existing', c.token, [`--election-timeout=${ELECTION_TIMEOUT_MS}`, '--heartbeat-interval=100']);
+    m3.launch(initialCluster!, 'existing', c.token, c.opts.args);
     await m3.waitReady(20_000);
     await m3.status();
     await waitFor('m3 listed as started on every member', async () => {
@@ -84,15 +105,12 @@ describe('3-member cluster: membership changes with etcdctl under load', () => {
 
     // ---- learner: add, start, promote once it is in sync
     const m4 = await c.prepareMember();
-    const learnerOut = ok(
-      await etcdctl(['member', 'add', m4.name, `--peer-urls=${m4.peerUrl}`, '--learner'], { endpoint: leader0.clientHostPort }),
-      'member add --learner',
-    );
+    const learnerOut = await reconfigure(['member', 'add', m4.name, `--peer-urls=${m4.peerUrl}`, '--learner'], leader0, 'member add --learner');
     expect(learnerOut).toMatch(/^Member +[0-9a-f]+ added to cluster +[0-9a-f]+/);
     const learnerId = /^Member +([0-9a-f]+) added/.exec(learnerOut)![1]!;
     const learnerCluster = /ETCD_INITIAL_CLUSTER="([^"]+)"/.exec(learnerOut)![1]!;
     c.members.push(m4);
-    m4.launch(learnerCluster, 'existing', c.token, [`--election-timeout=${ELECTION_TIMEOUT_MS}`, '--heartbeat-interval=100']);
+    m4.launch(learnerCluster, 'existing', c.token, c.opts.args);
     // A learner does not serve linearizable reads; wait for its status instead.
     await waitFor('the learner to report a leader', async () => (await m4.status()).leader !== '0', { timeoutMs: 20_000, intervalMs: 200 });
     expect((await m4.status()).isLearner).toBe(true);
@@ -113,7 +131,7 @@ describe('3-member cluster: membership changes with etcdctl under load', () => {
       }
       if (r.code === 0) return r.stdout;
       // etcd refuses while the learner lags; anything else is a failure.
-      if (!/can only promote a learner member which is in sync with leader/.test(r.stderr)) throw new Error(`member promote: ${r.stderr.trim()}`);
+      if (!/can only promote a learner member which is in sync with leader|unhealthy cluster/.test(r.stderr)) throw new Error(`member promote: ${r.stderr.trim()}`);
       return undefined;
     }, { timeoutMs: 20_000, intervalMs: 300 });
     expect.soft(promoteViaFollowerError, 'member promote sent to a follower').toBe('');
@@ -146,11 +164,11 @@ describe('3-member cluster: membership changes with etcdctl under load', () => {
     const leader2 = await c.waitLeader();
     const victim = c.members.find((m) => m !== leader2 && m !== updated && m.up())!;
     removed.add(victim);
-    const rmOut = ok(await etcdctl(['member', 'remove', hexId(victim.id)], { endpoint: leader2.clientHostPort }), 'member remove (follower)');
+    const rmOut = await reconfigure(['member', 'remove', hexId(victim.id)], leader2, 'member remove (follower)');
     expect(rmOut).toMatch(new RegExp(`^Member +${hexId(victim.id)} removed from cluster +[0-9a-f]+`));
     // etcd's removed member learns of its removal (from the entry, or from peers refusing its
     // streams) and stops; soft, so the rest of the sequence still runs when it does not.
-    const victimExited = await victim.waitExited(15_000);
+    const victimExited = await victim.waitExited(10_000);
     expect.soft(victimExited, `removed follower ${victim.name} exits by itself; its logs:\n${victim.logs().slice(-3000)}`).toBe(true);
     if (!victimExited) await victim.stop();
     timeline.push(`removed follower ${victim.name} (exited by itself: ${victimExited})`);
@@ -159,9 +177,9 @@ describe('3-member cluster: membership changes with etcdctl under load', () => {
     const leader3 = await c.waitLeader({ among: c.up() });
     removed.add(leader3);
     const via = c.up().find((m) => m !== leader3)!;
-    const rmLeaderOut = ok(await etcdctl(['member', 'remove', hexId(leader3.id)], { endpoint: via.clientHostPort }), 'member remove (leader)');
+    const rmLeaderOut = await reconfigure(['member', 'remove', hexId(leader3.id)], via, 'member remove (leader)');
     expect(rmLeaderOut).toMatch(new RegExp(`^Member +${hexId(leader3.id)} removed from cluster +[0-9a-f]+`));
-    const leaderExited = await leader3.waitExited(15_000);
+    const leaderExited = await leader3.waitExited(10_000);
     expect.soft(leaderExited, `removed leader ${leader3.name} exits by itself; its logs:\n${leader3.logs().slice(-3000)}`).toBe(true);
     if (!leaderExited) await leader3.stop();
     const rest = c.up();

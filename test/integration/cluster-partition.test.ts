@@ -29,7 +29,7 @@ async function terms(ms: ClusterMember[]): Promise<string> {
 
 describe('3-member cluster: partitions through peer-link proxies', () => {
   it('a partitioned follower, then a partitioned leader, rejoin without disrupting the cluster', async () => {
-    cluster = await Cluster.start({ size: 3, proxy: true, args: [`--election-timeout=${ELECTION_TIMEOUT_MS}`, '--heartbeat-interval=100'] });
+    cluster = await Cluster.start({ size: 3, proxy: true, args: [`--election-timeout=${ELECTION_TIMEOUT_MS}`, '--heartbeat-interval=100', '--pre-vote=true'] });
     const c = cluster;
     const leader = await c.waitLeader();
     const term1 = (await leader.status()).raftTerm;

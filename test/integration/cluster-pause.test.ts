@@ -1,8 +1,10 @@
 // SIGSTOP the leader for longer than the election timeout, then SIGCONT: the others elect a new
 // leader and keep serving meanwhile; the old leader, resumed, serves no stale read, steps down,
-// rejoins as a follower of the new term, and no acknowledged write is lost.
+// rejoins as a follower of the new term, and no acknowledged write is lost. Then etcdctl
+// move-leader hands leadership back to it.
 import { afterAll, describe, expect, it } from 'vitest';
 import { Cluster, firstLogLineAfter, lostWrites, readPrefix, revisionOf, WriteLoad } from '../helpers/cluster';
+import { etcdctl } from '../helpers/etcdctl';
 import { sleepMs, waitFor } from '../helpers/wait';
 
 const ELECTION_TIMEOUT_MS = 1_000;
@@ -86,6 +88,18 @@ describe('3-member cluster: SIGSTOP / SIGCONT the leader', () => {
       expect(st.leader, `${m.name}'s leader`).toBe(newLeader.id);
       expect(st.raftTerm, `${m.name}'s term`).toBe(newTerm);
     }
+    // Hand leadership back to the rejoined member with etcdctl move-leader (etcd's MoveLeader).
+    const endpoints = c.members.map((m) => m.clientHostPort).join(',');
+    const moved = await etcdctl(['move-leader', BigInt(oldLeader.id).toString(16)], { endpoint: endpoints });
+    expect(moved.code, `move-leader: ${moved.stderr}`).toBe(0);
+    expect(moved.stdout).toMatch(
+      new RegExp(`^Leadership transferred from ${BigInt(newLeader.id).toString(16)} to ${BigInt(oldLeader.id).toString(16)}`),
+    );
+    const back = await c.waitLeader({ timeoutMs: 10 * ELECTION_TIMEOUT_MS });
+    expect(back).toBe(oldLeader);
+    expect((await back.status()).raftTerm).toBe(newTerm + 1);
+    await back.client().unary('KV', 'Put', { key: Buffer.from('after/move'), value: Buffer.from('ok') }, 5_000);
+
     console.log(
       `[cluster-pause] paused leader ${oldLeader.name} (term ${oldTerm}) for ${PAUSE_MS} ms: ${newLeader.name} led term ${newTerm} ` +
         `after ${electedAfterMs} ms, ${ackedDuringPause} writes acked during the pause; resumed old leader: read ${readOutcome}, ` +

@@ -61,7 +61,7 @@ class PrefixWatch {
         return;
       }
       for (const ev of m['events'] as Array<{ type: string; kv: { key: Buffer; value: Buffer; mod_revision: string } }>) {
-        if (ev.type !== 'PUT') this.problems.push(`unexpected ${ev.type} event`);
+        if (ev.type.toUpperCase() !== 'PUT') this.problems.push(`unexpected ${ev.type} event`);
         this.events.push({ key: ev.kv.key.toString(), value: ev.kv.value.toString(), modRevision: Number(ev.kv.mod_revision) });
       }
     }

@@ -16,6 +16,7 @@ import {
   OUR_ETCD,
   REAL_ETCD,
   spawnEtcd,
+  startKubeadmCluster,
   tempDataDir,
   waitServing,
   type KubeadmMemberSpec,
@@ -352,4 +353,119 @@ describe('--auto-tls', () => {
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
   });
+});
+
+/** Three control-plane nodes: Raft between processes over https:// peers with --peer-client-cert-auth. KUBEADM_HA=0 leaves it out. */
+describe.runIf(process.env['KUBEADM_HA'] !== '0').each(
+  [
+    { label: 'ours', bin: OUR_ETCD, style: 'new' as const },
+    { label: 'real etcd', bin: REAL_ETCD, style: 'old' as const },
+  ].filter((t) => fs.existsSync(t.bin)),
+)('kubeadm stacked etcd on three control-plane nodes: $label', ({ bin, style }) => {
+  it('forms one cluster over mutual-TLS peers; every member passes the probes and serves the same data', async () => {
+    const cluster = await startKubeadmCluster(bin, 3, style, generateKubeadmPki);
+    const clients = cluster.targets.map((t) => apiserverClient(t, cluster.pki));
+    try {
+      const list = await clients[0]!.unary('Cluster', 'MemberList', {});
+      const members = list['members'] as Array<{ name: string; peerURLs: string[]; clientURLs: string[] }>;
+      expect(members.map((m) => m.name).sort()).toEqual(cluster.specs.map((s) => s.name).sort());
+      for (const m of members) expect(m.peerURLs.every((u) => u.startsWith('https://'))).toBe(true);
+      const put = await clients[1]!.unary('KV', 'Put', { key: Buffer.from('/registry/ha/k'), value: Buffer.from('v') });
+      const rev = Number((put['header'] as { revision: string }).revision);
+      for (const c of clients) {
+        const r = await c.unary('KV', 'Range', { key: Buffer.from('/registry/ha/k') });
+        expect(Number((r['header'] as { revision: string }).revision)).toBeGreaterThanOrEqual(rev);
+        expect(((r['kvs'] as Array<{ value: Buffer }>)[0]!.value).toString()).toBe('v');
+      }
+      for (const s of cluster.specs) {
+        const base = `http://127.0.0.1:${s.metricsPort}`;
+        expect((await httpGet(`${base}/health?serializable=false`)).status).toBe(200);
+        if (bin === OUR_ETCD) {
+          expect((await httpGet(`${base}/livez`)).status).toBe(200);
+          expect((await httpGet(`${base}/readyz`)).status).toBe(200);
+        }
+      }
+    } finally {
+      for (const c of clients) c.close();
+      await cluster.stop();
+    }
+  }, 120_000);
+});
+
+/** A TCP relay that can go silent (a dead client: its packets stop, its socket stays open). */
+async function frozenRelay(targetPort: number): Promise<{ port: number; freeze(): void; close(): void }> {
+  const pairs: Array<[net.Socket, net.Socket]> = [];
+  const srv = net.createServer((down) => {
+    const up = net.connect(targetPort, '127.0.0.1');
+    down.pipe(up);
+    up.pipe(down);
+    down.on('error', () => up.destroy());
+    up.on('error', () => down.destroy());
+    pairs.push([down, up]);
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  return {
+    port: (srv.address() as net.AddressInfo).port,
+    freeze: () => {
+      for (const [down, up] of pairs) {
+        down.unpipe(up);
+        up.unpipe(down);
+        down.pause();
+        up.pause();
+      }
+    },
+    close: () => {
+      for (const [down, up] of pairs) {
+        down.destroy();
+        up.destroy();
+      }
+      srv.close();
+    },
+  };
+}
+
+/** Watch streams the server has finished (any code), from go-grpc-prometheus's counter. */
+function watchStreamsHandled(metricsText: string): number {
+  let n = 0;
+  for (const m of metricsText.matchAll(/^grpc_server_handled_total\{([^}]*)\} (\S+)$/gm)) {
+    if (m[1]!.includes('grpc_method="Watch"') && m[1]!.includes('grpc_service="etcdserverpb.Watch"')) n += Number(m[2]);
+  }
+  return n;
+}
+
+// etcd 3.4 serves gRPC over TLS through Go's HTTP handler, which has no gRPC keepalive: the real
+// etcd keeps a dead TLS client's streams until TCP gives up. We ping as --grpc-keepalive-* say.
+describe('dead clients', () => {
+  it('are detected with keepalive pings and their watch streams released', async () => {
+    const [spec] = (await memberSpecs(1)) as [KubeadmMemberSpec];
+    const pki = generateKubeadmPki([{ name: spec.name, ips: [spec.ip] }]);
+    const args = [...kubeadmEtcdArgs(spec, [spec], pki, tempDataDir(), 'new'), '--grpc-keepalive-interval=500ms', '--grpc-keepalive-timeout=500ms'];
+    const e = spawnEtcd(OUR_ETCD, args);
+    const metricsUrl = `http://127.0.0.1:${spec.metricsPort}/metrics`;
+    try {
+      await waitServing(e, `127.0.0.1:${spec.clientPort}`, pki);
+      const relay = await frozenRelay(spec.clientPort);
+      // The certificate names localhost; the relay is another port on 127.0.0.1.
+      const c = apiserverClient(`127.0.0.1:${relay.port}`, pki, { 'grpc.ssl_target_name_override': 'localhost' });
+      try {
+        const w = c.bidi('Watch', 'Watch');
+        w.on('error', () => undefined);
+        const created = new Promise<void>((resolve) => w.on('data', (m: Record<string, unknown>) => m['created'] === true && resolve()));
+        w.write({ create_request: { key: Buffer.from('/registry/dead') } });
+        await created;
+        const before = watchStreamsHandled((await httpGet(metricsUrl)).body);
+        relay.freeze();
+        await waitFor('the watch stream released', async () => watchStreamsHandled((await httpGet(metricsUrl)).body) > before, {
+          timeoutMs: 15_000,
+          intervalMs: 200,
+        });
+      } finally {
+        c.close();
+        relay.close();
+      }
+    } finally {
+      await e.stop();
+      fs.rmSync(pki.dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -110,7 +110,7 @@ describe('Backend', () => {
     await be2.close();
     const snap = await be.openSnapshot();
     let n = 0;
-    let last = Buffer.alloc(0);
+    let last: Buffer = Buffer.alloc(0);
     for await (const c of snap.chunks) {
       n += c.length;
       last = c;

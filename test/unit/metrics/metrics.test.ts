@@ -88,4 +88,26 @@ describe('etcd metrics', () => {
     expect(body).toContain('etcd_cluster_version{cluster_version="3.6"} 1');
     expect(body).toContain('etcd_mvcc_db_total_size_in_bytes 4096');
   });
+
+  it("adds etcd's health, slow-apply, peer and fd series, and drops prom-client's *_total gauges", async () => {
+    const m = createMetrics({ serverVersion: '3.6.14' });
+    m.server.healthSuccess.inc();
+    m.network.peerRoundTripTimeSeconds.labels('8e9e05c52164694d').observe(0.0003);
+    const { body } = await m.metricsText();
+    const { type } = parse(body);
+    expect(type.get('etcd_server_health_success')).toBe('counter');
+    expect(type.get('etcd_server_health_failures')).toBe('counter');
+    expect(type.get('etcd_server_slow_apply_total')).toBe('counter');
+    expect(type.get('etcd_network_active_peers')).toBe('gauge');
+    expect(type.get('etcd_network_peer_sent_failures_total')).toBe('counter');
+    expect(body).toContain('etcd_server_health_success 1');
+    expect(body).toContain('etcd_network_peer_round_trip_time_seconds_bucket{le="0.0004",To="8e9e05c52164694d"} 1');
+    if (process.platform === 'linux') {
+      expect(Number(/^os_fd_used (\d+)$/m.exec(body)?.[1])).toBeGreaterThan(0);
+      expect(Number(/^os_fd_limit (\d+)$/m.exec(body)?.[1])).toBeGreaterThan(0);
+    }
+    expect(type.has('nodejs_active_handles_total')).toBe(false);
+    expect(type.get('nodejs_active_handles')).toBe('gauge');
+    expect(type.get('process_resident_memory_bytes')).toBe('gauge');
+  });
 });
