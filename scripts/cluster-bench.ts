@@ -1,4 +1,4 @@
-// Write throughput of a 3-member cluster: ours against the real etcd, same machine, same load
+// Write throughput of a 3-member cluster (or --size=N): ours against the real etcd, same machine, same load
 // generator (N concurrent grpc-js writers of fresh keys for a fixed time), alternating systems.
 //
 // Build and run (outside dist/, so a running test suite keeps its server build):
@@ -21,13 +21,15 @@ interface Options {
   /** Send every put to the leader, or spread writers over all members (followers forward). */
   targets: Array<'leader' | 'all'>;
   valueBytes: number;
+  /** Members per cluster (1 shows what the peer path adds). */
+  size: number;
 }
 
 const MAX_WRITERS = 1_000;
 const PUT_DEADLINE_MS = 10_000;
 
 function parseArgs(argv: string[]): Options {
-  const o: Options = { seconds: 5, writers: [1, 16, 64], connections: 8, rounds: 2, systems: ['ours', 'etcd'], targets: ['leader', 'all'], valueBytes: 256 };
+  const o: Options = { seconds: 5, writers: [1, 16, 64], connections: 8, rounds: 2, systems: ['ours', 'etcd'], targets: ['leader', 'all'], valueBytes: 256, size: 3 };
   for (const a of argv) {
     const [k, v] = a.replace(/^--/, '').split('=') as [string, string | undefined];
     assert(v !== undefined, `flag without value: ${a}`);
@@ -38,9 +40,10 @@ function parseArgs(argv: string[]): Options {
     else if (k === 'systems') o.systems = v.split(',') as Options['systems'];
     else if (k === 'targets') o.targets = v.split(',') as Options['targets'];
     else if (k === 'value-bytes') o.valueBytes = Number(v);
+    else if (k === 'size') o.size = Number(v);
     else throw new Error(`unknown flag ${a}`);
   }
-  assert(o.seconds > 0 && o.rounds > 0 && o.connections > 0);
+  assert(o.seconds > 0 && o.rounds > 0 && o.connections > 0 && o.size >= 1 && o.size <= 5);
   assert(o.writers.every((w) => w > 0 && w <= MAX_WRITERS));
   return o;
 }
@@ -107,13 +110,13 @@ async function main(): Promise<void> {
   for (const b of Object.values(bins)) assert(fs.existsSync(b), `no server binary ${b} (set OURS_BIN / REAL_ETCD_BIN)`);
   const results = new Map<string, Result[]>();
   const loadavg = (): string => fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
-  console.log(`# 3-member write throughput, ${o.seconds}s per run, ${o.rounds} rounds, ${o.connections} connections, value ${o.valueBytes} B; load average ${loadavg()}`);
+  console.log(`# ${o.size}-member write throughput, ${o.seconds}s per run, ${o.rounds} rounds, ${o.connections} connections, value ${o.valueBytes} B; load average ${loadavg()}`);
   for (let round = 0; round < o.rounds; round++) {
     // Alternate the order so neither system always runs second.
     const systems = round % 2 === 0 ? o.systems : [...o.systems].reverse();
     for (const sys of systems) {
       // A fresh cluster per system and round: same data size at the start of every run.
-      const c = await Cluster.start({ size: 3, bin: bins[sys], namePrefix: `${sys}-` });
+      const c = await Cluster.start({ size: o.size, bin: bins[sys], namePrefix: `${sys}-` });
       try {
         const leader = await c.waitLeader();
         for (const target of o.targets) {

@@ -144,9 +144,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     metrics,
   });
   const metricsHook = () => metrics.metricsText();
-  const httpHandler = createHttpHandler(server, log, { metrics: metricsHook, checkTimeoutMs: server.requestTimeoutMs });
+  const onHealth = (ok: boolean): void => (ok ? metrics.server.healthSuccess : metrics.server.healthFailures).inc();
+  const httpHandler = createHttpHandler(server, log, { metrics: metricsHook, onHealth, checkTimeoutMs: server.requestTimeoutMs });
   // The JSON gateway calls back into gRPC, which only the client URLs serve.
-  const plainHandler = createHttpHandler(server, log, { metrics: metricsHook, checkTimeoutMs: server.requestTimeoutMs, enableGrpcGateway: false });
+  const plainHandler = createHttpHandler(server, log, { metrics: metricsHook, onHealth, checkTimeoutMs: server.requestTimeoutMs, enableGrpcGateway: false });
 
   let clients: ClientListeners;
   let others: http.Server[] = [];

@@ -196,11 +196,11 @@ async function runOnce(c: BenchCase, system: SystemName, o: Options, rawFile: st
   }
 }
 
-function machineDescription(): string {
+function machineDescription(etcdBin: string): string {
   const cpus = os.cpus();
   let etcdVersion = '';
   try {
-    etcdVersion = execFileSync('/usr/bin/etcd', ['--version'], { encoding: 'utf8' }).split('\n')[0];
+    etcdVersion = execFileSync(etcdBin, ['--version'], { encoding: 'utf8' }).split('\n')[0];
   } catch {
     etcdVersion = 'etcd --version failed';
   }
@@ -224,7 +224,7 @@ async function main(): Promise<number> {
   fs.mkdirSync(o.outDir, { recursive: true });
   fs.mkdirSync(o.workDir, { recursive: true });
   const command = `scripts/bench/bench.sh ${process.argv.slice(2).join(' ')}`.trim();
-  const machine = machineDescription();
+  const machine = machineDescription(o.etcdBin);
   process.stderr.write(`bench: ${cases.length} cases x ${o.systems.join('+')} x ${o.repeats} repeat(s); output in ${o.outDir}\n${machine}\n`);
 
   const results = new Map<string, CaseResult>();

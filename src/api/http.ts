@@ -10,6 +10,8 @@ import type { ApiLogger, MetricsHook } from './types';
 export interface HttpHandlerOptions {
   /** Serves GET /metrics when set; 404 otherwise. */
   metrics?: MetricsHook;
+  /** Told the outcome of every /health check (etcd_server_health_success / _failures). */
+  onHealth?: (ok: boolean) => void;
   /** Bound on each read check of /livez and /readyz (etcd: the request timeout). */
   checkTimeoutMs?: number;
   /** etcd's --cors origins; default ['*'] as etcd's default. */
@@ -117,6 +119,7 @@ export function createHttpHandler(server: EtcdServerApi, log: ApiLogger, opts: H
     } catch (e) {
       h = { ok: false, reason: `RANGE ERROR:${errText(e)}` };
     }
+    opts.onHealth?.(h.ok);
     const body = JSON.stringify({ health: h.ok ? 'true' : 'false', reason: h.reason });
     if (!h.ok) {
       log.warn('/health error', { output: body, 'status-code': 503 });

@@ -101,7 +101,7 @@ describe('listenClientUrls', () => {
     const fake = new FakeServer();
     const g = createGrpcServer(fake, quietLog);
     const h = createHttpHandler(fake, quietLog);
-    await expect(listenClientUrls(['https://127.0.0.1:0'], g.grpcServer, h, quietLog)).rejects.toThrow(/not yet supported/);
+    await expect(listenClientUrls(['https://127.0.0.1:0'], g.grpcServer, h, quietLog)).rejects.toThrow(/TLS key\/cert \(--cert-file, --key-file\) must be provided for client url https:\/\/127.0.0.1:0 with HTTPS scheme/);
     await expect(listenClientUrls(['http://127.0.0.1'], g.grpcServer, h, quietLog)).rejects.toThrow(/host:port/);
     g.grpcServer.forceShutdown();
   });
