@@ -18,7 +18,7 @@ import { ConfChangeType, EntryType, MemoryStorage, RawNode, StateType, decodeCon
 import type { ConfChange, Entry, Message, ReadState, Snapshot, SoftState } from '../raft';
 import { Wal } from '../wal/wal';
 import { createCompactor, type Compactor } from '../compactor';
-import { PeerTransport, fetchMemberInfo } from '../transport';
+import { PeerTransport, fetchMemberInfo, type TransportMetrics } from '../transport';
 import { MessageType } from '../raft';
 import { WatchHub } from '../watch';
 import type { WatchSink, WatchStream } from '../watch/types';
@@ -230,6 +230,7 @@ export class EtcdServer implements EtcdServerApi {
         server.node.step(m);
       },
       credentials: cfg.peerCredentials,
+      metrics: metrics ? peerMetrics(metrics, identity.memberId) : undefined,
       onPeerUnreachable: (id) => server.node.enqueue((r) => r.reportUnreachable(id)),
       onSnapshotStatus: (id, failed) => server.node.enqueue((r) => r.reportSnapshot(id, failed)),
       isMemberRemoved: (id) => members.isRemoved(id),
@@ -1094,4 +1095,23 @@ function confChangeReqId(context: Buffer | null): string | null {
   } catch {
     return null;
   }
+}
+
+/** etcd's peer network series, labelled with member IDs in hex as etcd labels them. */
+function peerMetrics(m: EtcdMetrics, local: bigint): TransportMetrics {
+  const l = idToHex(local);
+  return {
+    sentBytes: (to, bytes) => m.network.peerSentBytes.inc({ To: idToHex(to) }, bytes),
+    sentFailure: (to) => m.network.peerSentFailures.inc({ To: idToHex(to) }),
+    receivedBytes: (from, bytes) => m.network.peerReceivedBytes.inc({ From: idToHex(from) }, bytes),
+    receivedFailure: (from) => m.network.peerReceivedFailures.inc({ From: idToHex(from) }),
+    peerActive: (remote, active) => {
+      const labels = { Local: l, Remote: idToHex(remote) };
+      if (active) m.network.activePeers.inc(labels);
+      else {
+        m.network.activePeers.dec(labels);
+        m.network.disconnectedPeers.inc(labels);
+      }
+    },
+  };
 }
