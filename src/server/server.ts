@@ -678,7 +678,9 @@ export class EtcdServer implements EtcdServerApi {
   /** NOSPACE: refuse writes that would grow the backend past the quota, and raise the alarm once. */
   private checkQuota(costBytes: number): void {
     if (this.cfg.quotaBackendBytes <= 0) return;
-    if (this.backend.sizeBytes() + costBytes <= this.cfg.quotaBackendBytes) return;
+    // Pages in use, not the file size: LMDB files start larger than bbolt's, and a small
+    // --quota-backend-bytes must still leave room for data.
+    if (this.backend.sizeInUseBytes() + costBytes <= this.cfg.quotaBackendBytes) return;
     if (!this.alarms.has(AlarmType.NOSPACE)) {
       const req = { alarm: { action: 1, memberID: this.memberId.toString(), alarm: AlarmType.NOSPACE } } as pb.InternalRaftRequest;
       this.propose(req).catch(() => undefined);
