@@ -1,42 +1,63 @@
-// etcdserverpb.Auth. Only AuthStatus is real until the auth store lands. The other answers
-// are what etcd returns while auth has never been enabled (no users exist): Authenticate
-// fails with AuthNotEnabled, AuthDisable succeeds, AuthEnable finds no root user. User and
-// role management (which etcd allows with auth disabled) is Unimplemented for now.
+// etcdserverpb.Auth, and how every adapter finds the caller on a call (callAuth).
 import * as grpc from '@grpc/grpc-js';
 import type * as pb from '../pb/types';
-import { etcdError } from '../errors';
-import type { EtcdServerApi } from '../server/types';
+import type { CallAuth, EtcdServerApi } from '../server/types';
 import { unary, unimplemented } from './unary';
 
-const USER_ROLE_RPCS = [
-  'UserAdd',
-  'UserGet',
-  'UserList',
-  'UserDelete',
-  'UserChangePassword',
-  'UserGrantRole',
-  'UserRevokeRole',
-  'RoleAdd',
-  'RoleGet',
-  'RoleList',
-  'RoleDelete',
-  'RoleGrantPermission',
-  'RoleRevokePermission',
-] as const;
+interface CallWithMetadata {
+  metadata: grpc.Metadata;
+  getAuthContext?: () => { sslPeerCertificate?: { subject?: { CN?: string | string[] } } };
+}
+
+/** etcd's AuthInfoFromCtx inputs: the `token` (or gateway `authorization`) metadata and the TLS client CN. */
+export function callAuth(call: CallWithMetadata): CallAuth {
+  const out: CallAuth = {};
+  const tok = call.metadata.get('token')[0] ?? call.metadata.get('authorization')[0];
+  if (tok !== undefined) out.token = typeof tok === 'string' ? tok : tok.toString('utf8');
+  try {
+    const cn = call.getAuthContext?.().sslPeerCertificate?.subject?.CN;
+    if (typeof cn === 'string' && cn !== '') out.commonName = cn;
+    else if (Array.isArray(cn) && typeof cn[0] === 'string') out.commonName = cn[0];
+  } catch {
+    // Calls on sockets that are gone have no auth context; they carry no CN then.
+  }
+  return out;
+}
 
 export function authService(server: EtcdServerApi): grpc.UntypedServiceImplementation {
   const impl: grpc.UntypedServiceImplementation = {
     AuthStatus: unary<pb.AuthStatusRequest, pb.AuthStatusResponse>(async (req) => server.authStatus(req)),
-    Authenticate: unary<pb.AuthenticateRequest, pb.AuthenticateResponse>(async () => {
-      throw etcdError('AuthNotEnabled');
-    }),
-    AuthEnable: unary<pb.AuthEnableRequest, pb.AuthEnableResponse>(async () => {
-      throw etcdError('RootUserNotExist');
-    }),
-    AuthDisable: unary<pb.AuthDisableRequest, pb.AuthDisableResponse>(async () => {
-      return { header: server.header() } as pb.AuthDisableResponse;
-    }),
   };
-  for (const name of USER_ROLE_RPCS) impl[name] = unimplemented(name);
-  return impl;
+  const a = server.auth;
+  if (!a) {
+    for (const name of ['Authenticate', 'AuthEnable', 'AuthDisable', 'UserAdd', 'UserGet', 'UserList', 'UserDelete', 'UserChangePassword', 'UserGrantRole', 'UserRevokeRole', 'RoleAdd', 'RoleGet', 'RoleList', 'RoleDelete', 'RoleGrantPermission', 'RoleRevokePermission']) {
+      impl[name] = unimplemented(name);
+    }
+    return impl;
+  }
+  return {
+    ...impl,
+    Authenticate: unary<pb.AuthenticateRequest, pb.AuthenticateResponse>(async (req) => a.authenticate(req)),
+    AuthEnable: unary<pb.AuthEnableRequest, pb.AuthEnableResponse>(async (req, call) => a.authEnable(req, callAuth(call))),
+    AuthDisable: unary<pb.AuthDisableRequest, pb.AuthDisableResponse>(async (req, call) => a.authDisable(req, callAuth(call))),
+    UserAdd: unary<pb.AuthUserAddRequest, pb.AuthUserAddResponse>(async (req, call) => a.userAdd(req, callAuth(call))),
+    UserGet: unary<pb.AuthUserGetRequest, pb.AuthUserGetResponse>(async (req, call) => a.userGet(req, callAuth(call))),
+    UserList: unary<pb.AuthUserListRequest, pb.AuthUserListResponse>(async (req, call) => a.userList(req, callAuth(call))),
+    UserDelete: unary<pb.AuthUserDeleteRequest, pb.AuthUserDeleteResponse>(async (req, call) => a.userDelete(req, callAuth(call))),
+    UserChangePassword: unary<pb.AuthUserChangePasswordRequest, pb.AuthUserChangePasswordResponse>(async (req, call) =>
+      a.userChangePassword(req, callAuth(call)),
+    ),
+    UserGrantRole: unary<pb.AuthUserGrantRoleRequest, pb.AuthUserGrantRoleResponse>(async (req, call) => a.userGrantRole(req, callAuth(call))),
+    UserRevokeRole: unary<pb.AuthUserRevokeRoleRequest, pb.AuthUserRevokeRoleResponse>(async (req, call) => a.userRevokeRole(req, callAuth(call))),
+    RoleAdd: unary<pb.AuthRoleAddRequest, pb.AuthRoleAddResponse>(async (req, call) => a.roleAdd(req, callAuth(call))),
+    RoleGet: unary<pb.AuthRoleGetRequest, pb.AuthRoleGetResponse>(async (req, call) => a.roleGet(req, callAuth(call))),
+    RoleList: unary<pb.AuthRoleListRequest, pb.AuthRoleListResponse>(async (req, call) => a.roleList(req, callAuth(call))),
+    RoleDelete: unary<pb.AuthRoleDeleteRequest, pb.AuthRoleDeleteResponse>(async (req, call) => a.roleDelete(req, callAuth(call))),
+    RoleGrantPermission: unary<pb.AuthRoleGrantPermissionRequest, pb.AuthRoleGrantPermissionResponse>(async (req, call) =>
+      a.roleGrantPermission(req, callAuth(call)),
+    ),
+    RoleRevokePermission: unary<pb.AuthRoleRevokePermissionRequest, pb.AuthRoleRevokePermissionResponse>(async (req, call) =>
+      a.roleRevokePermission(req, callAuth(call)),
+    ),
+  };
 }

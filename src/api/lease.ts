@@ -7,6 +7,7 @@ import { toGrpcError } from './errors';
 import type { ApiLogger } from './types';
 import { checkRequestSize } from './validate';
 import { unary, wireSizeOf } from './unary';
+import { callAuth } from './auth';
 
 /**
  * Keepalives queued on one stream before we stop reading from it. HTTP/2 flow control
@@ -24,7 +25,7 @@ export function leaseService(server: EtcdServerApi, log: ApiLogger): grpc.Untype
       checkRequestSize(wireSizeOf(req), server.limits.maxRequestBytes);
       return server.leaseGrant(req);
     }),
-    LeaseRevoke: unary<pb.LeaseRevokeRequest, pb.LeaseRevokeResponse>(async (req) => server.leaseRevoke(req)),
+    LeaseRevoke: unary<pb.LeaseRevokeRequest, pb.LeaseRevokeResponse>(async (req, call) => server.leaseRevoke(req, callAuth(call))),
     LeaseTimeToLive: unary<pb.LeaseTimeToLiveRequest, pb.LeaseTimeToLiveResponse>(async (req) => {
       try {
         return await server.leaseTimeToLive(req);

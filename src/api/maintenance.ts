@@ -5,15 +5,16 @@ import type { EtcdServerApi } from '../server/types';
 import { toGrpcError } from './errors';
 import type { ApiLogger } from './types';
 import { unary, unimplemented } from './unary';
+import { callAuth } from './auth';
 
 export function maintenanceService(server: EtcdServerApi, log: ApiLogger): grpc.UntypedServiceImplementation {
   return {
     Alarm: unary<pb.AlarmRequest, pb.AlarmResponse>(async (req) => server.alarm(req)),
     Status: unary<pb.StatusRequest, pb.StatusResponse>(async (req) => server.status(req)),
-    Defragment: unary<pb.DefragmentRequest, pb.DefragmentResponse>(async (req) => server.defragment(req)),
-    Hash: unary<pb.HashRequest, pb.HashResponse>(async (req) => server.hash(req)),
-    HashKV: unary<pb.HashKVRequest, pb.HashKVResponse>(async (req) => server.hashKV(req)),
-    MoveLeader: unary<pb.MoveLeaderRequest, pb.MoveLeaderResponse>(async (req) => server.moveLeader(req)),
+    Defragment: unary<pb.DefragmentRequest, pb.DefragmentResponse>(async (req, call) => server.defragment(req, callAuth(call))),
+    Hash: unary<pb.HashRequest, pb.HashResponse>(async (req, call) => server.hash(req, callAuth(call))),
+    HashKV: unary<pb.HashKVRequest, pb.HashKVResponse>(async (req, call) => server.hashKV(req, callAuth(call))),
+    MoveLeader: unary<pb.MoveLeaderRequest, pb.MoveLeaderResponse>(async (req, call) => server.moveLeader(req, callAuth(call))),
     Downgrade: unimplemented<pb.DowngradeRequest, pb.DowngradeResponse>('Downgrade'),
     Snapshot: (call: grpc.ServerWritableStream<pb.SnapshotRequest, pb.SnapshotResponse>) => {
       void streamSnapshot(server, log, call);
@@ -33,7 +34,7 @@ async function streamSnapshot(
   };
   call.on('cancelled', onGone);
   call.on('close', onGone);
-  const it = server.snapshot()[Symbol.asyncIterator]();
+  const it = server.snapshot(callAuth(call))[Symbol.asyncIterator]();
   let sentBytes = 0;
   try {
     log.info('sending database snapshot to client');

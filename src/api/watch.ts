@@ -4,6 +4,7 @@ import * as grpc from '@grpc/grpc-js';
 import type * as pb from '../pb/types';
 import type { KeyValue, MvccEvent } from '../mvcc/types';
 import type { EtcdServerApi } from '../server/types';
+import { callAuth } from './auth';
 import type { WatchCreateParams, WatchStream, WatchStreamEvent } from '../watch/types';
 import { Errors } from '../errors';
 import type { ApiLogger } from './types';
@@ -25,6 +26,9 @@ const ERR_WATCHER_DUPLICATE_ID = 'mvcc: duplicate watch ID provided on the Watch
  * end the stream rather than grow.
  */
 export const MAX_PENDING_CREATES_PER_STREAM = 1024;
+
+/** etcd puts the text of its gRPC status error (not the bare message) in cancel_reason. */
+const WATCH_PERMISSION_DENIED = 'rpc error: code = PermissionDenied desc = etcdserver: permission denied';
 
 export function watchService(server: EtcdServerApi, log: ApiLogger): grpc.UntypedServiceImplementation {
   return {
@@ -133,10 +137,10 @@ class WatchCall {
     }
   }
 
-  private rejectCreate(reason: string): void {
+  private rejectCreate(reason: string, watchId: number = INVALID_WATCH_ID): void {
     this.send({
       header: this.server.header(),
-      watchId: String(INVALID_WATCH_ID),
+      watchId: String(watchId),
       created: true,
       canceled: true,
       compactRevision: '0',
@@ -162,6 +166,11 @@ class WatchCall {
     const fromKey = rangeEnd.length === 1 && rangeEnd[0] === 0;
     if (rangeEnd.length > 0 && !fromKey && Buffer.compare(key, rangeEnd) >= 0) {
       this.rejectCreate(ERR_EMPTY_WATCHER_RANGE);
+      return;
+    }
+    // etcd checks read permission on the range as the stream's caller, once, at creation.
+    if (this.server.auth && !this.server.auth.watchPermitted(callAuth(this.call), creq.key ?? Buffer.alloc(0), creq.rangeEnd ?? Buffer.alloc(0))) {
+      this.rejectCreate(WATCH_PERMISSION_DENIED, watchId);
       return;
     }
     if (!Number.isSafeInteger(watchId) || watchId < 0) {

@@ -10,6 +10,9 @@ import type * as pb from '../pb/types';
 import { AlarmType, type Alarms } from '../alarm/alarms';
 import type { Members } from '../membership/members';
 import { applyCompaction, applyDeleteRange, applyPut, applyTxn, type LeaseAttacher } from './kv';
+import type { AuthStore, AuthInfo } from '../auth/store';
+import type { TokenProvider } from '../auth/tokens';
+import { applyAuthRequest, needsAdmin } from '../auth/apply';
 
 export interface ApplyResult {
   resp: unknown;
@@ -25,6 +28,8 @@ export interface ApplierDeps {
   alarms: Alarms;
   members: Members;
   log: Logger;
+  /** Absent in tools and tests that need no auth: then nothing is checked. */
+  auth?: { store: AuthStore; tokens: TokenProvider };
 }
 
 /** Whether a txn only reads (then it may run while NOSPACE is raised). */
@@ -45,9 +50,9 @@ export class Applier {
   }
 
   /** Apply one decoded request. Never throws for bad input: errors go into the result. */
-  apply(req: pb.InternalRaftRequest): ApplyResult {
+  apply(req: pb.InternalRaftRequest, index = 0): ApplyResult {
     try {
-      return { resp: this.dispatch(req), err: null, done: this.pendingDone.shift() };
+      return { resp: this.dispatch(req, index), err: null, done: this.pendingDone.shift() };
     } catch (e) {
       this.pendingDone.length = 0;
       if (e instanceof EtcdError) return { resp: null, err: e };
@@ -63,8 +68,54 @@ export class Applier {
     if (this.d.alarms.has(AlarmType.NOSPACE)) throw etcdError('NoSpace');
   }
 
-  private dispatch(req: pb.InternalRaftRequest): unknown {
+  /** etcd's authApplierV3: who the proposer was, checked against the store as it is now. */
+  private checkAuth(req: pb.InternalRaftRequest): void {
+    const auth = this.d.auth;
+    if (!auth || !auth.store.isEnabled()) return;
+    const st = auth.store;
+    const h = req.header;
+    const ai: AuthInfo | null = h ? { username: h.username, revision: Number(h.authRevision) } : null;
+    if (needsAdmin(req)) st.checkAdmin(ai);
+    if (req.put) {
+      st.checkPut(ai, req.put.key);
+      this.checkLeasePuts(ai, req.put.lease);
+      if (req.put.prevKv) st.checkRange(ai, req.put.key, Buffer.alloc(0));
+    } else if (req.deleteRange) {
+      st.checkDeleteRange(ai, req.deleteRange.key, req.deleteRange.rangeEnd);
+      if (req.deleteRange.prevKv) st.checkRange(ai, req.deleteRange.key, req.deleteRange.rangeEnd);
+    } else if (req.txn) {
+      st.checkTxn(ai, req.txn);
+    } else if (req.leaseRevoke) {
+      this.checkLeasePuts(ai, req.leaseRevoke.ID);
+    } else if (req.authUserGet) {
+      try {
+        st.checkAdmin(ai);
+      } catch (e) {
+        if (req.authUserGet.name !== ai?.username) throw e;
+      }
+    } else if (req.authRoleGet) {
+      try {
+        st.checkAdmin(ai);
+      } catch (e) {
+        if (!ai || !st.hasRole(ai.username, req.authRoleGet.role)) throw e;
+      }
+    }
+  }
+
+  /** A lease's keys must all be writable by whoever attaches to or revokes it. */
+  private checkLeasePuts(ai: AuthInfo | null, leaseId: string): void {
+    if (!this.d.auth || leaseId === '0' || leaseId === '') return;
+    const ttl = this.d.lessor.timeToLive(BigInt(leaseId));
+    for (const key of ttl?.keys ?? []) this.d.auth.store.checkPut(ai, key);
+  }
+
+  private dispatch(req: pb.InternalRaftRequest, index: number): unknown {
     const { mvcc } = this.d;
+    this.checkAuth(req);
+    if (this.d.auth) {
+      const r = applyAuthRequest(this.d.auth.store, this.d.auth.tokens, req, index);
+      if (r !== undefined) return r;
+    }
     if (req.put) {
       this.checkCapacity(true);
       const txn = mvcc.write();

@@ -4,6 +4,7 @@
 // write is in flight are batched into the next one (one fsync for many writes).
 import assert from 'node:assert';
 import type { Logger } from '../log';
+import { StateType } from '../raft';
 import type { ConfChange, Entry, Message, RawNode, ReadState, SoftState, Ready, MemoryStorage, Snapshot } from '../raft';
 import type { Wal } from '../wal/wal';
 
@@ -128,20 +129,31 @@ export class RaftNode {
     }
   }
 
+  /** Whether the core led at the last soft-state change (a leader may send before persisting). */
+  private leading = false;
+
   private async handleReady(rd: Ready): Promise<void> {
-    if (rd.softState) this.hooks.onSoftState(rd.softState);
+    if (rd.softState) {
+      this.leading = rd.softState.raftState === StateType.Leader;
+      this.hooks.onSoftState(rd.softState);
+    }
+    // Raft thesis 10.2.1: a leader may send its appends while it writes them itself; the
+    // followers' answers (which count toward commit) only come after their own fsync. Other
+    // members' messages (votes, acks) must wait for our write.
+    const sendFirst = this.leading && rd.messages.length > 0;
+    if (sendFirst) this.hooks.send(rd.messages);
     // Order matters for crash safety: the state first, then the WAL that drops older entries.
     if (rd.snapshot && rd.snapshot.metadata.index > 0) await this.hooks.installSnapshot(rd.snapshot);
     if (rd.hardState || rd.entries.length > 0 || rd.snapshot) {
       const t0 = process.hrtime.bigint();
-      const bytes = await this.wal.save(rd.hardState, rd.entries, rd.snapshot);
+      const bytes = await this.wal.save(rd.hardState, rd.entries, rd.snapshot, rd.mustSync || rd.snapshot !== null);
       this.hooks.onWalSaved?.(bytes, Number(process.hrtime.bigint() - t0) / 1e9);
       if (this.stopped) return;
     }
     if (rd.snapshot) this.storage.applySnapshot(rd.snapshot);
     if (rd.hardState) this.storage.setHardState(rd.hardState);
     if (rd.entries.length > 0) this.storage.append(rd.entries);
-    if (rd.messages.length > 0) this.hooks.send(rd.messages);
+    if (!sendFirst && rd.messages.length > 0) this.hooks.send(rd.messages);
     if (rd.readStates.length > 0) this.hooks.onReadStates(rd.readStates);
     if (rd.committedEntries.length > 0) this.hooks.applyEntries(rd.committedEntries);
     this.raw.advance(rd);

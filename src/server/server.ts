@@ -30,7 +30,10 @@ import { computeClusterId, computeMemberId, idToHex } from '../membership/ids';
 import { IdGenerator } from './idgen';
 import { LeaderClient } from './leader_client';
 import { RaftNode } from './raft_node';
-import type { EtcdServerApi } from './types';
+import type { CallAuth, EtcdServerApi } from './types';
+import { AuthStore, type AuthInfo } from '../auth/store';
+import { AuthService } from '../auth/service';
+import { tokenProviderFromSpec, type TokenProvider } from '../auth/tokens';
 import { AppliedWaiter, WaitRegistry } from './wait';
 
 export interface ServerConfig {
@@ -59,6 +62,9 @@ export interface ServerConfig {
   peerCredentials?: (secure: boolean) => grpc.ChannelCredentials;
   /** Channel credentials towards another member's client URL (lease forwarding to the leader). */
   clientCredentials?: (secure: boolean) => grpc.ChannelCredentials;
+  /** --auth-token ("simple" or "jwt,...") and --auth-token-ttl; simple tokens, 300 s, when absent. */
+  authToken?: string;
+  authTokenTtlSec?: number;
 }
 
 /** Bounds. */
@@ -186,7 +192,12 @@ export class EtcdServer implements EtcdServerApi {
     lessor.recover(mvcc.keysWithLease());
     const watchHub = new WatchHub(mvcc, { progressNotifyIntervalMs: cfg.watchProgressNotifyIntervalMs });
     mvcc.onEvents((events, rev) => watchHub.notify(events, rev));
-    const applier = new Applier({ backend, mvcc, lessor, alarms, members, log });
+    const authStore = new AuthStore(backend.subDb('auth'));
+    const tokens = tokenProviderFromSpec(cfg.authToken ?? 'simple', cfg.authTokenTtlSec ?? 300);
+    if (authStore.isEnabled()) tokens.enable();
+    authStore.onEnabledChange((en) => (en ? tokens.enable() : tokens.disable()));
+    authStore.onUserInvalidated((name) => tokens.invalidateUser(name));
+    const applier = new Applier({ backend, mvcc, lessor, alarms, members, log, auth: { store: authStore, tokens } });
 
     // Raft storage from the WAL.
     const storage = new MemoryStorage();
@@ -221,6 +232,15 @@ export class EtcdServer implements EtcdServerApi {
 
     const server = new EtcdServer(cfg, log, backend, mvcc, lessor, watchHub, members, alarms, applier, wal, storage, identity, snapshotIndex, snapshotIndex);
     server.metrics = metrics;
+    server.authStore = authStore;
+    server.tokens = tokens;
+    server.auth = new AuthService({
+      store: authStore,
+      tokens,
+      propose: (req, ai) => server.propose(req as pb.InternalRaftRequest, ai),
+      linearizableRead: () => server.linearizableReadNotify(),
+      header: () => server.header(),
+    });
     if (metrics) server.instrument(metrics);
     server.transport = new PeerTransport({
       memberId: identity.memberId,
@@ -271,6 +291,9 @@ export class EtcdServer implements EtcdServerApi {
   /** Raft messages to other members (set once at start). */
   transport!: PeerTransport;
   private metrics: EtcdMetrics | null = null;
+  private authStore!: AuthStore;
+  private tokens!: TokenProvider;
+  auth!: AuthService;
   private compactor: Compactor | null = null;
   private reportedOps = { puts: 0, deletes: 0 };
   private proposalsFailed = 0;
@@ -359,6 +382,7 @@ export class EtcdServer implements EtcdServerApi {
     this.lessor.recover(this.mvcc.keysWithLease());
     this.members.reload();
     this.alarms.reload();
+    this.authStore.reload();
     this.watchHub.restore();
     for (const m of this.members.list()) {
       if (m.id !== this.memberId && !this.transport.hasPeer(m.id)) this.transport.addPeer(m.id, m.peerUrls);
@@ -454,7 +478,7 @@ export class EtcdServer implements EtcdServerApi {
         if (e.type === EntryType.Normal) {
           if (!replay && e.data.length > 0) {
             const req = decodeInternalRequest(e.data);
-            const r = this.applier.apply(req);
+            const r = this.applier.apply(req, e.index);
             const id = req.header?.ID ?? '0';
             if (this.proposals.has(id)) results.push([id, r]);
           }
@@ -589,7 +613,8 @@ export class EtcdServer implements EtcdServerApi {
       if (this.revokesInFlight.has(id)) continue;
       this.revokesInFlight.add(id);
       const req = { leaseRevoke: { ID: id.toString() } } as pb.InternalRaftRequest;
-      this.propose(req)
+      // etcd revokes expired leases as root (its WithRoot), past any permission check.
+      this.propose(req, { username: 'root', revision: this.authStore.revision() })
         .then(() => {
           this.metrics?.lease.revokedTotal.inc();
           this.metrics?.server.leaseExpired.inc();
@@ -601,13 +626,13 @@ export class EtcdServer implements EtcdServerApi {
 
   // ---------------------------------------------------------------- proposals and reads
 
-  private async propose(req: pb.InternalRaftRequest): Promise<unknown> {
+  private async propose(req: pb.InternalRaftRequest, ai: AuthInfo | null = null): Promise<unknown> {
     if (this.stopped) throw etcdError('Stopped');
     // Like etcd's raft node, a proposal waits (bounded) for a leader instead of failing at once.
     await this.waitLeader();
     if (this.committedIndex - this.appliedIndex > MAX_APPLY_GAP) throw etcdError('RequestTooManyRequests');
     const id = this.idGen.next().toString();
-    const full: pb.InternalRaftRequest = { ...req, header: { ID: id, username: '', authRevision: '0' } } as pb.InternalRaftRequest;
+    const full: pb.InternalRaftRequest = { ...req, header: { ID: id, username: ai?.username ?? '', authRevision: String(ai?.revision ?? 0) } } as pb.InternalRaftRequest;
     const data = encodeInternalRequest(full);
     if (data.length > this.cfg.maxRequestBytes) throw etcdError('RequestTooLarge');
     const wait = this.proposals.register(id, this.requestTimeoutMs, () => etcdError('Timeout'));
@@ -690,29 +715,30 @@ export class EtcdServer implements EtcdServerApi {
 
   // ---------------------------------------------------------------- KV
 
-  async range(req: pb.RangeRequest): Promise<pb.RangeResponse> {
+  async range(req: pb.RangeRequest, ctx?: CallAuth): Promise<pb.RangeResponse> {
     if (!req.serializable) await this.linearizableReadNotify();
+    this.auth.checkRange(ctx, req.key, req.rangeEnd);
     this.metrics?.mvcc.rangeTotal.inc();
     return this.withHeader(applyRange(this.mvcc, req));
   }
 
-  async put(req: pb.PutRequest): Promise<pb.PutResponse> {
+  async put(req: pb.PutRequest, ctx?: CallAuth): Promise<pb.PutResponse> {
     this.checkQuota(req.key.length + req.value.length);
-    return this.withHeader((await this.propose({ put: req } as pb.InternalRaftRequest)) as pb.PutResponse);
+    return this.withHeader((await this.propose({ put: req } as pb.InternalRaftRequest, this.auth.authInfo(ctx))) as pb.PutResponse);
   }
 
-  async deleteRange(req: pb.DeleteRangeRequest): Promise<pb.DeleteRangeResponse> {
-    return this.withHeader((await this.propose({ deleteRange: req } as pb.InternalRaftRequest)) as pb.DeleteRangeResponse);
+  async deleteRange(req: pb.DeleteRangeRequest, ctx?: CallAuth): Promise<pb.DeleteRangeResponse> {
+    return this.withHeader((await this.propose({ deleteRange: req } as pb.InternalRaftRequest, this.auth.authInfo(ctx))) as pb.DeleteRangeResponse);
   }
 
-  async txn(req: pb.TxnRequest): Promise<pb.TxnResponse> {
+  async txn(req: pb.TxnRequest, ctx?: CallAuth): Promise<pb.TxnResponse> {
     this.checkQuota(0);
     this.metrics?.mvcc.txnTotal.inc();
-    return this.withHeader((await this.propose({ txn: req } as pb.InternalRaftRequest)) as pb.TxnResponse);
+    return this.withHeader((await this.propose({ txn: req } as pb.InternalRaftRequest, this.auth.authInfo(ctx))) as pb.TxnResponse);
   }
 
-  async compact(req: pb.CompactionRequest): Promise<pb.CompactionResponse> {
-    return this.withHeader((await this.propose({ compaction: req } as pb.InternalRaftRequest)) as pb.CompactionResponse);
+  async compact(req: pb.CompactionRequest, ctx?: CallAuth): Promise<pb.CompactionResponse> {
+    return this.withHeader((await this.propose({ compaction: req } as pb.InternalRaftRequest, this.auth.authInfo(ctx))) as pb.CompactionResponse);
   }
 
   openWatchStream(sink: WatchSink): WatchStream {
@@ -731,8 +757,8 @@ export class EtcdServer implements EtcdServerApi {
     return this.withHeader(resp);
   }
 
-  async leaseRevoke(req: pb.LeaseRevokeRequest): Promise<pb.LeaseRevokeResponse> {
-    const resp = (await this.propose({ leaseRevoke: { ID: req.ID } } as pb.InternalRaftRequest)) as pb.LeaseRevokeResponse;
+  async leaseRevoke(req: pb.LeaseRevokeRequest, ctx?: CallAuth): Promise<pb.LeaseRevokeResponse> {
+    const resp = (await this.propose({ leaseRevoke: { ID: req.ID } } as pb.InternalRaftRequest, this.auth.authInfo(ctx))) as pb.LeaseRevokeResponse;
     this.metrics?.lease.revokedTotal.inc();
     return this.withHeader(resp);
   }
@@ -850,7 +876,8 @@ export class EtcdServer implements EtcdServerApi {
     return { ...this.header(), revision: '0' };
   }
 
-  async memberAdd(req: pb.MemberAddRequest): Promise<pb.MemberAddResponse> {
+  async memberAdd(req: pb.MemberAddRequest, ctx?: CallAuth): Promise<pb.MemberAddResponse> {
+    this.auth.checkAdmin(ctx);
     const peerUrls = req.peerURLs ?? [];
     if (peerUrls.length === 0 || !peerUrls.every(isValidUrl)) throw etcdError('MemberBadURLs');
     for (const m of this.members.list()) {
@@ -869,7 +896,8 @@ export class EtcdServer implements EtcdServerApi {
     } as pb.MemberAddResponse;
   }
 
-  async memberRemove(req: pb.MemberRemoveRequest): Promise<pb.MemberRemoveResponse> {
+  async memberRemove(req: pb.MemberRemoveRequest, ctx?: CallAuth): Promise<pb.MemberRemoveResponse> {
+    this.auth.checkAdmin(ctx);
     const id = BigInt(req.ID);
     const m = this.members.get(id);
     if (!m) throw etcdError('MemberNotFound');
@@ -879,7 +907,8 @@ export class EtcdServer implements EtcdServerApi {
     return { header: this.clusterHeader(), members: this.membersPb() } as pb.MemberRemoveResponse;
   }
 
-  async memberUpdate(req: pb.MemberUpdateRequest): Promise<pb.MemberUpdateResponse> {
+  async memberUpdate(req: pb.MemberUpdateRequest, ctx?: CallAuth): Promise<pb.MemberUpdateResponse> {
+    this.auth.checkAdmin(ctx);
     const id = BigInt(req.ID);
     if (!this.members.get(id)) throw etcdError('MemberNotFound');
     const peerUrls = req.peerURLs ?? [];
@@ -891,7 +920,8 @@ export class EtcdServer implements EtcdServerApi {
     return { header: this.clusterHeader(), members: this.membersPb() } as pb.MemberUpdateResponse;
   }
 
-  async memberPromote(req: pb.MemberPromoteRequest): Promise<pb.MemberPromoteResponse> {
+  async memberPromote(req: pb.MemberPromoteRequest, ctx?: CallAuth): Promise<pb.MemberPromoteResponse> {
+    this.auth.checkAdmin(ctx);
     const id = BigInt(req.ID);
     const m = this.members.get(id);
     if (!m) throw etcdError('MemberNotFound');
@@ -932,7 +962,8 @@ export class EtcdServer implements EtcdServerApi {
     return this.withHeader((await this.propose({ alarm: req } as pb.InternalRaftRequest)) as pb.AlarmResponse);
   }
 
-  async defragment(_req: pb.DefragmentRequest): Promise<pb.DefragmentResponse> {
+  async defragment(_req: pb.DefragmentRequest, ctx?: CallAuth): Promise<pb.DefragmentResponse> {
+    this.auth.checkAdmin(ctx);
     this.log.info('starting defragment');
     await this.backend.defragment();
     this.log.info('finished defragment');
@@ -940,11 +971,13 @@ export class EtcdServer implements EtcdServerApi {
     return { header: null } as unknown as pb.DefragmentResponse;
   }
 
-  async hash(_req: pb.HashRequest): Promise<pb.HashResponse> {
+  async hash(_req: pb.HashRequest, ctx?: CallAuth): Promise<pb.HashResponse> {
+    this.auth.checkAdmin(ctx);
     return { header: this.header(), hash: this.mvcc.hash() } as pb.HashResponse;
   }
 
-  async hashKV(req: pb.HashKVRequest): Promise<pb.HashKVResponse> {
+  async hashKV(req: pb.HashKVRequest, ctx?: CallAuth): Promise<pb.HashKVResponse> {
+    this.auth.checkAdmin(ctx);
     const r = this.mvcc.hashKV(Number(req.revision));
     return {
       header: this.header(),
@@ -954,7 +987,8 @@ export class EtcdServer implements EtcdServerApi {
     } as unknown as pb.HashKVResponse;
   }
 
-  async *snapshot(): AsyncIterable<pb.SnapshotResponse> {
+  async *snapshot(ctx?: CallAuth): AsyncIterable<pb.SnapshotResponse> {
+    this.auth.checkAdmin(ctx);
     const header = this.header();
     this.log.info('sending database snapshot to client');
     const snap = await this.backend.openSnapshot();
@@ -966,7 +1000,8 @@ export class EtcdServer implements EtcdServerApi {
     this.log.info('sent database snapshot to client', { size: sent });
   }
 
-  async moveLeader(req: pb.MoveLeaderRequest): Promise<pb.MoveLeaderResponse> {
+  async moveLeader(req: pb.MoveLeaderRequest, ctx?: CallAuth): Promise<pb.MoveLeaderResponse> {
+    this.auth.checkAdmin(ctx);
     if (!this.isLeader) throw etcdError('NotLeader');
     const target = BigInt(req.targetID);
     const m = this.members.get(target);
@@ -984,7 +1019,7 @@ export class EtcdServer implements EtcdServerApi {
   }
 
   async authStatus(_req: pb.AuthStatusRequest): Promise<pb.AuthStatusResponse> {
-    return { header: this.header(), enabled: false, authRevision: '0' } as unknown as pb.AuthStatusResponse;
+    return { header: this.header(), enabled: this.authStore.isEnabled(), authRevision: String(this.authStore.revision()) } as pb.AuthStatusResponse;
   }
 
   async health(opts: { serializable: boolean; exclude: string[] }): Promise<{ ok: boolean; reason: string }> {
@@ -997,7 +1032,11 @@ export class EtcdServer implements EtcdServerApi {
       try {
         await this.range({ key: Buffer.from('health'), rangeEnd: Buffer.alloc(0), serializable: false } as pb.RangeRequest);
       } catch (e) {
-        return { ok: false, reason: `QGET ERROR: ${(e as Error).message}` };
+        // With auth enabled the anonymous probe is refused, which still proves the member serves.
+        const msg = (e as Error).message;
+        if (msg !== etcdError('UserEmpty').message && msg !== etcdError('PermissionDenied').message) {
+          return { ok: false, reason: `QGET ERROR: ${msg}` };
+        }
       }
     }
     return { ok: true, reason: '' };

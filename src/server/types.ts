@@ -12,20 +12,55 @@ export interface ClientUrlsInfo {
   clusterId: bigint;
 }
 
+/**
+ * Who is calling, as the API adapters find it on the call: the token from gRPC metadata
+ * (`token`, or `authorization` from the JSON gateway) and, with --client-cert-auth, the CN of
+ * the verified client certificate (etcd's AuthInfoFromTLS).
+ */
+export interface CallAuth {
+  token?: string;
+  commonName?: string;
+}
+
+/** etcdserverpb.Auth (every method checks the caller like etcd: admin ops need the root role). */
+export interface AuthApi {
+  authenticate(req: pb.AuthenticateRequest): Promise<pb.AuthenticateResponse>;
+  authEnable(req: pb.AuthEnableRequest, ctx?: CallAuth): Promise<pb.AuthEnableResponse>;
+  authDisable(req: pb.AuthDisableRequest, ctx?: CallAuth): Promise<pb.AuthDisableResponse>;
+  userAdd(req: pb.AuthUserAddRequest, ctx?: CallAuth): Promise<pb.AuthUserAddResponse>;
+  userGet(req: pb.AuthUserGetRequest, ctx?: CallAuth): Promise<pb.AuthUserGetResponse>;
+  userList(req: pb.AuthUserListRequest, ctx?: CallAuth): Promise<pb.AuthUserListResponse>;
+  userDelete(req: pb.AuthUserDeleteRequest, ctx?: CallAuth): Promise<pb.AuthUserDeleteResponse>;
+  userChangePassword(req: pb.AuthUserChangePasswordRequest, ctx?: CallAuth): Promise<pb.AuthUserChangePasswordResponse>;
+  userGrantRole(req: pb.AuthUserGrantRoleRequest, ctx?: CallAuth): Promise<pb.AuthUserGrantRoleResponse>;
+  userRevokeRole(req: pb.AuthUserRevokeRoleRequest, ctx?: CallAuth): Promise<pb.AuthUserRevokeRoleResponse>;
+  roleAdd(req: pb.AuthRoleAddRequest, ctx?: CallAuth): Promise<pb.AuthRoleAddResponse>;
+  roleGet(req: pb.AuthRoleGetRequest, ctx?: CallAuth): Promise<pb.AuthRoleGetResponse>;
+  roleList(req: pb.AuthRoleListRequest, ctx?: CallAuth): Promise<pb.AuthRoleListResponse>;
+  roleDelete(req: pb.AuthRoleDeleteRequest, ctx?: CallAuth): Promise<pb.AuthRoleDeleteResponse>;
+  roleGrantPermission(req: pb.AuthRoleGrantPermissionRequest, ctx?: CallAuth): Promise<pb.AuthRoleGrantPermissionResponse>;
+  roleRevokePermission(req: pb.AuthRoleRevokePermissionRequest, ctx?: CallAuth): Promise<pb.AuthRoleRevokePermissionResponse>;
+  /**
+   * Whether a watch on [key, rangeEnd) may be created (etcd cancels it otherwise, with
+   * "etcdserver: permission denied" as the cancel reason). Never throws.
+   */
+  watchPermitted(ctx: CallAuth | undefined, key: Buffer, rangeEnd: Buffer): boolean;
+}
+
 export interface EtcdServerApi {
-  // KV
-  range(req: pb.RangeRequest): Promise<pb.RangeResponse>;
-  put(req: pb.PutRequest): Promise<pb.PutResponse>;
-  deleteRange(req: pb.DeleteRangeRequest): Promise<pb.DeleteRangeResponse>;
-  txn(req: pb.TxnRequest): Promise<pb.TxnResponse>;
-  compact(req: pb.CompactionRequest): Promise<pb.CompactionResponse>;
+  // KV (ctx: the caller, for permission checks once auth is enabled)
+  range(req: pb.RangeRequest, ctx?: CallAuth): Promise<pb.RangeResponse>;
+  put(req: pb.PutRequest, ctx?: CallAuth): Promise<pb.PutResponse>;
+  deleteRange(req: pb.DeleteRangeRequest, ctx?: CallAuth): Promise<pb.DeleteRangeResponse>;
+  txn(req: pb.TxnRequest, ctx?: CallAuth): Promise<pb.TxnResponse>;
+  compact(req: pb.CompactionRequest, ctx?: CallAuth): Promise<pb.CompactionResponse>;
 
   // Watch: one WatchStream per gRPC Watch call.
   openWatchStream(sink: WatchSink): WatchStream;
 
   // Lease
   leaseGrant(req: pb.LeaseGrantRequest): Promise<pb.LeaseGrantResponse>;
-  leaseRevoke(req: pb.LeaseRevokeRequest): Promise<pb.LeaseRevokeResponse>;
+  leaseRevoke(req: pb.LeaseRevokeRequest, ctx?: CallAuth): Promise<pb.LeaseRevokeResponse>;
   /** One keepalive; resolves with the TTL granted (0 and ID echo for an unknown lease). */
   leaseKeepAlive(req: pb.LeaseKeepAliveRequest): Promise<pb.LeaseKeepAliveResponse>;
   leaseTimeToLive(req: pb.LeaseTimeToLiveRequest): Promise<pb.LeaseTimeToLiveResponse>;
@@ -33,23 +68,25 @@ export interface EtcdServerApi {
 
   // Cluster
   memberList(req: pb.MemberListRequest): Promise<pb.MemberListResponse>;
-  memberAdd(req: pb.MemberAddRequest): Promise<pb.MemberAddResponse>;
-  memberRemove(req: pb.MemberRemoveRequest): Promise<pb.MemberRemoveResponse>;
-  memberUpdate(req: pb.MemberUpdateRequest): Promise<pb.MemberUpdateResponse>;
-  memberPromote(req: pb.MemberPromoteRequest): Promise<pb.MemberPromoteResponse>;
+  memberAdd(req: pb.MemberAddRequest, ctx?: CallAuth): Promise<pb.MemberAddResponse>;
+  memberRemove(req: pb.MemberRemoveRequest, ctx?: CallAuth): Promise<pb.MemberRemoveResponse>;
+  memberUpdate(req: pb.MemberUpdateRequest, ctx?: CallAuth): Promise<pb.MemberUpdateResponse>;
+  memberPromote(req: pb.MemberPromoteRequest, ctx?: CallAuth): Promise<pb.MemberPromoteResponse>;
 
   // Maintenance
   status(req: pb.StatusRequest): Promise<pb.StatusResponse>;
   alarm(req: pb.AlarmRequest): Promise<pb.AlarmResponse>;
-  defragment(req: pb.DefragmentRequest): Promise<pb.DefragmentResponse>;
-  hash(req: pb.HashRequest): Promise<pb.HashResponse>;
-  hashKV(req: pb.HashKVRequest): Promise<pb.HashKVResponse>;
+  defragment(req: pb.DefragmentRequest, ctx?: CallAuth): Promise<pb.DefragmentResponse>;
+  hash(req: pb.HashRequest, ctx?: CallAuth): Promise<pb.HashResponse>;
+  hashKV(req: pb.HashKVRequest, ctx?: CallAuth): Promise<pb.HashKVResponse>;
   /** A consistent copy of the backend database, streamed in chunks; see src/backend. */
-  snapshot(): AsyncIterable<pb.SnapshotResponse>;
-  moveLeader(req: pb.MoveLeaderRequest): Promise<pb.MoveLeaderResponse>;
+  snapshot(ctx?: CallAuth): AsyncIterable<pb.SnapshotResponse>;
+  moveLeader(req: pb.MoveLeaderRequest, ctx?: CallAuth): Promise<pb.MoveLeaderResponse>;
 
-  // Auth (only AuthStatus is real until the auth issue; others answer etcd's errors)
+  // Auth
   authStatus(req: pb.AuthStatusRequest): Promise<pb.AuthStatusResponse>;
+  /** The rest of etcdserverpb.Auth; absent in test fakes (the adapter answers Unimplemented). */
+  readonly auth?: AuthApi;
 
   // For HTTP /health, /readyz, /livez and /version.
   health(opts: { serializable: boolean; exclude: string[] }): Promise<{ ok: boolean; reason: string }>;

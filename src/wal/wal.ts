@@ -35,6 +35,11 @@ export class Wal {
     readonly dir: string,
   ) {}
 
+  /** A write we did not wait for failed: the log can no longer be trusted. */
+  private onAsyncError(e: unknown): void {
+    throw e instanceof Error ? e : new Error(String(e));
+  }
+
   static exists(dir: string): boolean {
     return fs.existsSync(path.join(dir, 'log.mdb'));
   }
@@ -98,10 +103,10 @@ export class Wal {
    * Persist what a Raft Ready asks for, durably, in one LMDB commit. Entries replace any
    * existing entries at the same or later indexes (a new leader may overwrite an uncommitted tail).
    */
-  async save(hardState: HardState | null, entries: Entry[], snapshot: Snapshot | null): Promise<number> {
+  async save(hardState: HardState | null, entries: Entry[], snapshot: Snapshot | null, mustSync = true): Promise<number> {
     if (!hardState && entries.length === 0 && !snapshot) return 0;
     let bytes = 0;
-    await this.root.transaction(() => {
+    const done = this.root.transaction(() => {
       if (snapshot) {
         const meta = encodeSnapshotMeta(snapshot.metadata);
         this.metaDb.putSync(SNAPSHOT_KEY, meta);
@@ -121,6 +126,11 @@ export class Wal {
       }
       if (hardState) this.metaDb.putSync(HARD_STATE_KEY, encodeHardState(hardState));
     });
+    // Only a new commit index changed (etcd-raft's MustSync is false): losing it in a crash
+    // is harmless, Raft learns it again. LMDB commits in order, so the next durable save
+    // carries it anyway; do not wait for the fsync.
+    if (mustSync) await done;
+    else done.catch((e) => this.onAsyncError(e));
     return bytes;
   }
 

@@ -99,6 +99,7 @@ export function kubeadmEtcdArgs(
 const MAX_LOG_BYTES = 4 * 1024 * 1024;
 const MAX_LIFETIME_SEC = 900;
 const live = new Set<ChildProcess>();
+const tempDirs = new Set<string>();
 let hooked = false;
 
 function killGroup(p: ChildProcess, sig: NodeJS.Signals): void {
@@ -163,6 +164,8 @@ export function spawnEtcd(bin: string, args: string[]): RunningEtcd {
         killGroup(proc, 'SIGKILL');
         await waitExit(proc, 5_000);
       }
+      const dir = args.find((a) => a.startsWith('--data-dir='))?.slice('--data-dir='.length);
+      if (dir !== undefined && tempDirs.delete(dir)) fs.rmSync(dir, { recursive: true, force: true });
     },
   };
 }
@@ -288,8 +291,11 @@ export async function waitServing(e: RunningEtcd, target: string, pki: KubeadmPk
   }
 }
 
+/** A fresh data dir; spawnEtcd's stop() removes it once the member it was given to is gone. */
 export function tempDataDir(): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), 'kubeadm-etcd-'));
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), 'kubeadm-etcd-'));
+  tempDirs.add(d);
+  return d;
 }
 
 export interface KubeadmCluster {
