@@ -75,6 +75,8 @@ const MAX_READ_WAITERS = 100_000;
 const MAX_APPLY_GAP = 5_000;
 const LEASE_REVOKES_PER_ROUND = 1_000;
 const LEASE_CHECK_INTERVAL_MS = 500;
+/** etcd's readIndexRetryTime. */
+const READ_INDEX_RETRY_MS = 500;
 
 export class EtcdServer implements EtcdServerApi {
   readonly limits: { maxRequestBytes: number; maxTxnOps: number };
@@ -97,7 +99,6 @@ export class EtcdServer implements EtcdServerApi {
   /** Linearizable reads waiting for the next ReadIndex. */
   private readWaiters: Array<{ resolve(): void; reject(e: Error): void }> = [];
   private readInFlight: { ctx: string; waiters: Array<{ resolve(): void; reject(e: Error): void }>; timer: NodeJS.Timeout } | null = null;
-  private readCtxSeq = 0n;
   private readonly leaderWaiters: Array<() => void> = [];
   private publishedAttributes = false;
   private loggedCapabilities = false;
@@ -667,8 +668,10 @@ export class EtcdServer implements EtcdServerApi {
     if (this.readInFlight || this.readWaiters.length === 0) return;
     const waiters = this.readWaiters;
     this.readWaiters = [];
+    // The leader tells ReadIndex requests apart by context: it must be unique across members
+    // (the ID generator carries our member ID), or one member's read would shadow another's.
     const ctxBuf = Buffer.alloc(8);
-    ctxBuf.writeBigUInt64BE(++this.readCtxSeq);
+    ctxBuf.writeBigUInt64BE(this.idGen.next());
     const ctx = ctxBuf.toString('hex');
     const timer = setTimeout(() => {
       if (this.readInFlight?.ctx !== ctx) return;
@@ -682,7 +685,18 @@ export class EtcdServer implements EtcdServerApi {
       clearTimeout(timer);
       this.readInFlight = null;
       for (const w of waiters) w.reject(etcdError('RequestTooManyRequests'));
+      return;
     }
+    // A ReadIndex request or its answer can be lost (no leader yet, a peer stream still
+    // connecting, a leader change): ask again with the same context, as etcd's read loop does.
+    const retry = setInterval(() => {
+      if (this.readInFlight?.ctx !== ctx || this.stopped) {
+        clearInterval(retry);
+        return;
+      }
+      this.node.readIndex(ctxBuf);
+    }, READ_INDEX_RETRY_MS);
+    retry.unref();
   }
 
   header(revision?: number): pb.ResponseHeader {
@@ -690,7 +704,8 @@ export class EtcdServer implements EtcdServerApi {
       clusterId: this.clusterId.toString(),
       memberId: this.memberId.toString(),
       revision: String(revision ?? this.mvcc.currentRevision()),
-      raftTerm: String(this.node.raw.status().term),
+      // The core's term directly: status() builds a progress map, too dear for every response.
+      raftTerm: String(this.node.raw.raft.term),
     };
   }
 

@@ -69,10 +69,10 @@ describe('auth', () => {
     expect(await fails(['user', 'revoke-role', 'root', 'rw-foo'])).toBe('Error: etcdserver: role is not granted to the user');
   });
 
-  it('refuses to enable auth until root has the root role', async () => {
-    expect(await fails(['auth', 'enable'])).toBe('Error: etcdserver: root user does not have root role');
-    expect(await ok(['user', 'grant-role', 'root', 'root'])).toBe('Role root is granted to user root\n');
+  it('enables auth (etcdctl adds the root role to root when it is missing)', async () => {
     expect(await ok(['auth', 'enable'])).toBe('Authentication Enabled\n');
+    expect(await ok([...ROOT, 'user', 'get', 'root'])).toBe('User: root\nRoles: root\n');
+    expect(await ok([...ROOT, 'role', 'list'])).toBe('root\nrw-foo\n');
   });
 
   it('checks every request against the caller', async () => {
@@ -105,11 +105,20 @@ describe('auth', () => {
   it('cancels a watch on a range the user may not read', async () => {
     const w = new BackgroundEtcdctl([...ALICE, 'watch', 'bar'], { endpoint: m.clientHostPort });
     background.push(w);
-    await waitFor('watch to be refused', () => w.stderr().includes('permission denied') || w.exited(), { timeoutMs: 10_000 });
-    expect(w.stderr()).toContain('permission denied');
+    await waitFor('watch to be refused', () => (w.stderr() + w.stdout()).includes('permission denied'), { timeoutMs: 10_000 });
+    expect(w.stderr() + w.stdout()).toContain('etcdserver: permission denied');
   });
 
-  it('changes passwords and stops serving a deleted user', async () => {
-    expect(await ok([...ROOT, 'user', 'passwd', 'alice', '--interactive=false'], )).toBe('');
+  it('changes passwords, forgets deleted users and disables auth as root', async () => {
+    const r = await etcdctl([...ROOT, 'user', 'passwd', 'alice', '--interactive=false'], { endpoint: m.clientHostPort, input: 'newpw\n' });
+    expect(r.stdout).toBe('Password updated\n');
+    expect(await fails([...ALICE, 'get', 'foo'])).toBe('Error: etcdserver: authentication failed, invalid user ID or password');
+    expect(await ok(['--user', 'alice:newpw', 'get', 'foo'])).toBe('foo\nv2\n');
+    expect(await ok([...ROOT, 'user', 'delete', 'alice'])).toBe('User alice deleted\n');
+    expect(await fails(['--user', 'alice:newpw', 'get', 'foo'])).toBe('Error: etcdserver: authentication failed, invalid user ID or password');
+    expect(await ok([...ROOT, 'auth', 'enable'])).toBe('Authentication Enabled\n');
+    expect(await ok([...ROOT, 'auth', 'disable'])).toBe('Authentication Disabled\n');
+    expect(await ok(['put', 'foo', 'free'])).toBe('OK\n');
+    expect(await ok(['user', 'list'])).toBe('root\n');
   });
 });
