@@ -2,6 +2,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type * as pb from '../pb/types';
 import type { CallAuth, EtcdServerApi } from '../server/types';
+import { etcdError } from '../errors';
 import { unary, unimplemented } from './unary';
 
 interface CallWithMetadata {
@@ -30,7 +31,15 @@ export function authService(server: EtcdServerApi): grpc.UntypedServiceImplement
   };
   const a = server.auth;
   if (!a) {
-    for (const name of ['Authenticate', 'AuthEnable', 'AuthDisable', 'UserAdd', 'UserGet', 'UserList', 'UserDelete', 'UserChangePassword', 'UserGrantRole', 'UserRevokeRole', 'RoleAdd', 'RoleGet', 'RoleList', 'RoleDelete', 'RoleGrantPermission', 'RoleRevokePermission']) {
+    // A server without an auth store (test fakes) answers as etcd does before any user exists.
+    impl['Authenticate'] = unary<pb.AuthenticateRequest, pb.AuthenticateResponse>(async () => {
+      throw etcdError('AuthNotEnabled');
+    });
+    impl['AuthEnable'] = unary<pb.AuthEnableRequest, pb.AuthEnableResponse>(async () => {
+      throw etcdError('RootUserNotExist');
+    });
+    impl['AuthDisable'] = unary<pb.AuthDisableRequest, pb.AuthDisableResponse>(async () => ({ header: server.header() }));
+    for (const name of ['UserAdd', 'UserGet', 'UserList', 'UserDelete', 'UserChangePassword', 'UserGrantRole', 'UserRevokeRole', 'RoleAdd', 'RoleGet', 'RoleList', 'RoleDelete', 'RoleGrantPermission', 'RoleRevokePermission']) {
       impl[name] = unimplemented(name);
     }
     return impl;

@@ -107,7 +107,7 @@ describe('3-member cluster: kill -9 the leader under load', () => {
     const checker = staleReadChecker(c, stop);
     await sleepMs(LOAD_BEFORE_KILL_MS);
     const ackedBeforeKill = load.log.acked.size;
-    expect(ackedBeforeKill, 'writes acknowledged before the kill').toBeGreaterThan(20);
+    expect(ackedBeforeKill, 'writes acknowledged before the kill').toBeGreaterThan(5);
 
     const killedAtMs = Date.now();
     await oldLeader.kill9();
