@@ -32,6 +32,23 @@ export class LeaderClient {
   private stream: grpc.ClientDuplexStream<object, pb.LeaseKeepAliveResponse> | null = null;
   private waiting: Array<{ resolve(r: pb.LeaseKeepAliveResponse): void; reject(e: Error): void }> = [];
 
+  private cluster: { url: string; client: grpc.Client & { MemberPromote(req: object, opts: grpc.CallOptions, cb: (e: grpc.ServiceError | null, r?: pb.MemberPromoteResponse) => void): void } } | null = null;
+
+  /** etcd forwards a promote that reaches a follower to the leader. */
+  async memberPromote(url: string, req: pb.MemberPromoteRequest, timeoutMs: number): Promise<pb.MemberPromoteResponse> {
+    if (!this.cluster || this.cluster.url !== url) {
+      this.cluster?.client.close();
+      const Ctor = clientConstructor('etcdserverpb.Cluster');
+      const secure = url.startsWith('https:') || url.startsWith('unixs:');
+      const creds = this.credentials?.(secure) ?? grpc.credentials.createInsecure();
+      this.cluster = { url, client: new Ctor(target(url), creds) as unknown as NonNullable<LeaderClient['cluster']>['client'] };
+    }
+    const c = this.cluster.client;
+    return new Promise((resolve, reject) =>
+      c.MemberPromote(req, { deadline: Date.now() + timeoutMs }, (e, r) => (e ? reject(toEtcdError(e)) : resolve(r as pb.MemberPromoteResponse))),
+    );
+  }
+
   private connect(url: string): LeaseClient {
     if (this.client && this.url === url) return this.client;
     this.close();
@@ -94,6 +111,8 @@ export class LeaderClient {
   }
 
   close(): void {
+    this.cluster?.client.close();
+    this.cluster = null;
     this.stream?.cancel();
     this.stream = null;
     this.client?.close();

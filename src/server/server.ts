@@ -941,7 +941,10 @@ export class EtcdServer implements EtcdServerApi {
     const m = this.members.get(id);
     if (!m) throw etcdError('MemberNotFound');
     if (!m.isLearner) throw etcdError('MemberNotLearner');
-    if (!this.isLeader) throw etcdError('NotLeader');
+    if (!this.isLeader) {
+      await this.waitLeader();
+      if (!this.isLeader) return this.leaderClient.memberPromote(this.leaderUrl(), req, this.requestTimeoutMs);
+    }
     // etcd: the learner's log must be within 90% of the leader's.
     const st = this.node.raw.status();
     const pr = st.progress?.get(id);

@@ -50,6 +50,8 @@ function parseHexId(s: string): bigint | null {
 
 export class Receiver {
   private readonly streams = new Set<grpc.ServerDuplexStream<Buffer, Buffer>>();
+  /** Which member each open stream comes from (to cut a removed member off). */
+  private readonly streamFrom = new Map<grpc.ServerDuplexStream<Buffer, Buffer>, bigint>();
   private readonly uploads = new Set<grpc.ServerReadableStream<Buffer, Buffer>>();
   private stopped = false;
 
@@ -63,6 +65,19 @@ export class Receiver {
       MemberInfo: (_call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) =>
         cb(null, encodeMemberInfo({ clusterId: this.cfg.clusterId, memberId: this.cfg.localId, membersJson: this.cfg.membersJson() })),
     };
+  }
+
+  /**
+   * A member was removed: end its open streams with the "removed member" refusal, so it learns
+   * of its removal (it will not get the log entry that removes it) and stops.
+   */
+  closeFrom(id: bigint): void {
+    for (const [call, from] of [...this.streamFrom]) {
+      if (from !== id) continue;
+      this.streamFrom.delete(call);
+      this.streams.delete(call);
+      call.emit('error', { code: grpc.status.FAILED_PRECONDITION, details: REJECT_REMOVED_MEMBER });
+    }
   }
 
   /** Ends every incoming call; later ones are refused. */
@@ -136,10 +151,12 @@ export class Receiver {
       return;
     }
     this.streams.add(call);
+    this.streamFrom.set(call, from);
     // Response headers tell the sender the stream was accepted (it then counts us as active).
     call.sendMetadata(new grpc.Metadata());
     const forget = (): void => {
       this.streams.delete(call);
+      this.streamFrom.delete(call);
     };
     call.on('data', (batch: Buffer) => {
       this.cfg.metrics.receivedBytes(from, batch.length);

@@ -118,6 +118,7 @@ export class PeerTransport {
     if (p === undefined) return;
     this.peers.delete(id);
     p.stop();
+    this.receiver.closeFrom(id);
     this.log.info('removed remote peer', { 'local-member-id': hexId(this.opts.memberId), 'removed-remote-peer-id': hexId(id) });
   }
 
