@@ -28,6 +28,9 @@ export interface WalContents {
 }
 
 export class Wal {
+  /** Index of the last stored entry, kept in memory (a reverse cursor per save was measurable). */
+  private lastStoredIndex = -1;
+
   private constructor(
     private readonly root: RootDatabase<Buffer, Buffer>,
     private readonly entriesDb: Database<Buffer, Buffer>,
@@ -111,11 +114,13 @@ export class Wal {
         const meta = encodeSnapshotMeta(snapshot.metadata);
         this.metaDb.putSync(SNAPSHOT_KEY, meta);
         this.removeRange(0, snapshot.metadata.index + 1);
+        this.lastStoredIndex = -1;
       }
       if (entries.length > 0) {
         const first = entries[0].index;
         const existingLast = this.lastIndex();
         if (existingLast >= first) this.removeRange(first, existingLast + 1);
+        this.lastStoredIndex = entries[entries.length - 1].index;
         for (let i = 0; i < entries.length; i++) {
           const e = entries[i];
           assert.equal(e.index, first + i, 'entries to save are not contiguous');
@@ -143,10 +148,12 @@ export class Wal {
   }
 
   private lastIndex(): number {
+    if (this.lastStoredIndex >= 0) return this.lastStoredIndex;
+    this.lastStoredIndex = 0;
     for (const key of this.entriesDb.getKeys({ reverse: true, limit: 1 })) {
-      return Number(key.readBigUInt64BE(0));
+      this.lastStoredIndex = Number(key.readBigUInt64BE(0));
     }
-    return 0;
+    return this.lastStoredIndex;
   }
 
   /** Remove entries with lo <= index < hi; only inside a transaction. */
