@@ -547,14 +547,16 @@ describe('replicated KV on the Raft simulation is linearizable', () => {
   // (a stale follower or a deposed leader) without a ReadIndex round.
   it('catches stale local reads (a deliberately broken read path)', () => {
     const failures: string[] = [];
-    for (let s = 1; s <= 40 && failures.length === 0; s++) {
+    for (let s = 1; s <= 20; s++) {
       const sim = new KvSim(900_000 + s, { ...base, nodes: 3, localReads: true });
       for (let t = 0; t < base.ticks; t++) sim.step(true);
       sim.settle();
       const r = checkHistory(sim.history);
       if (!r.ok) failures.push(r.reason);
     }
-    expect(failures[0]).toMatch(/no linearization/);
+    if (process.env.RAFT_LIN_VERBOSE) console.log(`stale reads: ${failures.length}/20 seeds rejected`);
+    expect(failures.length).toBeGreaterThanOrEqual(10);
+    for (const f of failures) expect(f).toMatch(/no linearization/);
   }, 60_000);
 
   it('a seed replays identically', () => {
