@@ -44,6 +44,8 @@ function serverConfig(c: Config): ServerConfig {
     watchProgressNotifyIntervalMs: c.watchProgressNotifyIntervalMs,
     version: c.emulatedEtcdVersion,
     clusterVersion: clusterVersionOf(c.emulatedEtcdVersion),
+    authToken: c.authToken,
+    authTokenTtlSec: c.authTokenTtlSec,
     autoCompaction: {
       mode: c.autoCompactionMode,
       retentionMs: c.autoCompactionRetentionMs,
