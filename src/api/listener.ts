@@ -10,6 +10,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { checkAllowedPeer, logRejected, serverTlsOptions, type TlsMaterial } from '../tls';
+import { injectWithAuthorityFix } from './h2_authority';
 import { setLocalTarget } from './local_target';
 import type { ApiLogger } from './types';
 
@@ -110,9 +111,9 @@ export async function listenClientUrls(
         return;
       }
       if (h2) {
-        // http2 sessions pick up bytes already buffered on the socket.
-        socket.unshift(head);
-        injector.injectConnection(socket);
+        // Strips a scheme from the first request's :authority (Go clients dialled with a URL
+        // send one; nghttp2 rejects it), then hands the socket over with the sniffed bytes.
+        injectWithAuthorityFix(socket, head, (c) => injector.injectConnection(c));
       } else {
         // Node's HTTP/1 parser reads the socket handle natively once attached, skipping
         // anything unshifted; its 'data' listener still parses what we hand it directly.
@@ -141,7 +142,7 @@ export async function listenClientUrls(
     if (gatewayTarget !== undefined) setLocalTarget(socket, gatewayTarget);
     else if (unixPath !== undefined) setLocalTarget(socket, `unix:${unixPath}`);
     if (socket.alpnProtocol === 'h2') {
-      injector.injectConnection(socket);
+      injectWithAuthorityFix(socket, Buffer.alloc(0), (c) => injector.injectConnection(c));
     } else if (socket.alpnProtocol === 'http/1.1') {
       httpServer.emit('connection', socket);
     } else {
