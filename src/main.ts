@@ -54,7 +54,7 @@ function serverConfig(c: Config): ServerConfig {
   };
 }
 
-/** HTTP/1.1 listeners (metrics, and peers until the peer transport owns the port); https:// with `tlsMaterial`. */
+/** HTTP/1.1 listeners for --listen-metrics-urls; https:// with `tlsMaterial`. */
 async function listenPlainHttp(
   urls: string[],
   handler: http.RequestListener,

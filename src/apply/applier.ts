@@ -52,15 +52,20 @@ export class Applier {
   /** Apply one decoded request. Never throws for bad input: errors go into the result. */
   apply(req: pb.InternalRaftRequest, index = 0): ApplyResult {
     try {
-      return { resp: this.dispatch(req, index), err: null, done: this.pendingDone.shift() };
+      // Compaction is the one request whose answer may wait for slow work (physical=true).
+      if (req.compaction) {
+        this.checkAuth(req);
+        const { resp, done } = applyCompaction(this.d.mvcc, req.compaction);
+        if (req.compaction.physical) return { resp, err: null, done };
+        done.catch(() => undefined);
+        return { resp, err: null };
+      }
+      return { resp: this.dispatch(req, index), err: null };
     } catch (e) {
-      this.pendingDone.length = 0;
       if (e instanceof EtcdError) return { resp: null, err: e };
       throw e;
     }
   }
-
-  private readonly pendingDone: Promise<void>[] = [];
 
   private checkCapacity(isWrite: boolean): void {
     if (!isWrite) return;
@@ -137,12 +142,6 @@ export class Applier {
     if (req.txn) {
       this.checkCapacity(!txnIsReadOnly(req.txn));
       return applyTxn(mvcc, this.leases(), req.txn);
-    }
-    if (req.compaction) {
-      const { resp, done } = applyCompaction(mvcc, req.compaction);
-      if (req.compaction.physical) this.pendingDone.push(done);
-      else done.catch(() => undefined);
-      return resp;
     }
     if (req.leaseGrant) {
       this.checkCapacity(true);

@@ -1073,10 +1073,6 @@ export class EtcdServer implements EtcdServerApi {
     return { etcdserver: this.cfg.version, etcdcluster: this.cfg.clusterVersion };
   }
 
-  isReady(): boolean {
-    return this.leaderId !== 0n && this.publishedAttributes;
-  }
-
   /** Resolves once this member has a leader and published itself (etcd's "ready"). */
   async waitReady(timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;

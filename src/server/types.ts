@@ -6,12 +6,6 @@
 import type * as pb from '../pb/types';
 import type { WatchSink, WatchStream } from '../watch/types';
 
-export interface ClientUrlsInfo {
-  name: string;
-  memberId: bigint;
-  clusterId: bigint;
-}
-
 /**
  * Who is calling, as the API adapters find it on the call: the token from gRPC metadata
  * (`token`, or `authorization` from the JSON gateway) and, with --client-cert-auth, the CN of

@@ -43,10 +43,6 @@ export class Wal {
     throw e instanceof Error ? e : new Error(String(e));
   }
 
-  static exists(dir: string): boolean {
-    return fs.existsSync(path.join(dir, 'log.mdb'));
-  }
-
   static open(dir: string): Wal {
     fs.mkdirSync(dir, { recursive: true });
     const root = open<Buffer, Buffer>({
