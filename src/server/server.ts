@@ -208,11 +208,15 @@ export class EtcdServer implements EtcdServerApi {
       storage.applySnapshot({ data: Buffer.alloc(0), metadata: contents.snapshot });
       snapshotIndex = contents.snapshot.index;
     }
-    storage.setHardState(contents.hardState);
-    if (contents.entries.length > 0) storage.append(contents.entries);
     const applied = backend.consistentIndex();
-    assert(applied <= Math.max(contents.hardState.commit, snapshotIndex) || contents.entries.length === 0,
-      `backend applied index ${applied} is past the WAL commit ${contents.hardState.commit}`);
+    const lastWalIndex = contents.entries.length > 0 ? contents.entries[contents.entries.length - 1].index : snapshotIndex;
+    // The state can never hold an entry the log lost: entries are fsynced before they are applied.
+    assert(applied <= lastWalIndex, `backend applied index ${applied} is past the last WAL entry ${lastWalIndex}`);
+    // A commit-index-only hard state is written without fsync (etcd-raft's MustSync), so after a
+    // crash the WAL's commit may trail what was applied; applied entries were committed.
+    const hardState = { ...contents.hardState, commit: Math.max(contents.hardState.commit, applied) };
+    storage.setHardState(hardState);
+    if (contents.entries.length > 0) storage.append(contents.entries);
 
     const electionTick = Math.max(2, Math.round(cfg.electionTimeoutMs / cfg.heartbeatIntervalMs));
     const raw = new RawNode({
