@@ -1,18 +1,24 @@
-// The durable Raft log: entries, hard state and snapshot metadata in an LMDB environment of
-// its own (<data-dir>/member/wal). Every save() resolves only after LMDB has made the commit
-// durable (fdatasync), so an entry or vote is never acknowledged before it would survive a crash.
+// The durable Raft log (<data-dir>/member/wal): append-only segment files of CRC-framed records,
+// as etcd keeps its WAL. Each Raft Ready becomes one write() of all its records, followed by one
+// fdatasync when Raft says it must be durable, so an entry or vote is never acknowledged before it
+// would survive a crash. A new leader's overwrite of an uncommitted tail is just an append of
+// lower indexes; the reader replays records in order, and the last word on an index wins.
 import assert from 'node:assert';
 import fs from 'node:fs';
 import path from 'node:path';
-import { open, type Database, type RootDatabase } from 'lmdb';
 import type { Entry, HardState, Snapshot, SnapshotMetadata } from '../raft/types';
-import { decodeEntry, encodeEntry, encodeIndexKey, decodeHardState, encodeHardState, encodeSnapshotMeta, decodeSnapshotMeta } from './codec';
+import { decodeHardState, decodeSnapshotMeta, encodeSnapshotMeta } from './codec';
+import { migrateLegacyWal } from './legacy';
+import { RECORD_HEADER_BYTES, RecordType, readRecord, sealRecord } from './record';
+import { Syncer } from './syncer';
 
-const HARD_STATE_KEY = 'hardstate';
-const SNAPSHOT_KEY = 'snapshot';
-const IDENTITY_KEY = 'identity';
+const ENTRY_HEADER_BYTES = 17;
+const HARD_STATE_BYTES = 24;
+/** etcd's segment size: a new file is started once the current one passes it. */
+export const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
+const SEGMENT_RE = /^([0-9a-f]{16})-([0-9a-f]{16})\.wal$/;
 
-/** Who this member is; written once when the member is created. */
+/** Who this member is; written once when the member is created, and at the head of every segment. */
 export interface WalIdentity {
   memberId: bigint;
   clusterId: bigint;
@@ -27,139 +33,363 @@ export interface WalContents {
   entries: Entry[];
 }
 
+interface Segment {
+  seq: number;
+  /** The index the log expected next when the segment was started. */
+  firstIndex: number;
+  file: string;
+}
+
+export interface WalOptions {
+  segmentBytes?: number;
+}
+
+function segmentName(seq: number, firstIndex: number): string {
+  return `${seq.toString(16).padStart(16, '0')}-${firstIndex.toString(16).padStart(16, '0')}.wal`;
+}
+
+function listSegments(dir: string): Segment[] {
+  const segs: Segment[] = [];
+  for (const name of fs.readdirSync(dir)) {
+    const m = SEGMENT_RE.exec(name);
+    if (!m) continue;
+    segs.push({ seq: parseInt(m[1], 16), firstIndex: parseInt(m[2], 16), file: path.join(dir, name) });
+  }
+  segs.sort((a, b) => a.seq - b.seq);
+  for (let i = 1; i < segs.length; i++) assert.equal(segs[i].seq, segs[i - 1].seq + 1, `WAL segments in ${dir} are not consecutive`);
+  return segs;
+}
+
+function fsyncDir(dir: string): void {
+  const fd = fs.openSync(dir, 'r');
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function encodeIdentity(id: WalIdentity): Buffer {
+  return Buffer.from(JSON.stringify({ memberId: id.memberId.toString(), clusterId: id.clusterId.toString(), name: id.name }));
+}
+
+function decodeIdentity(b: Buffer): WalIdentity {
+  const raw = JSON.parse(b.toString()) as { memberId: string; clusterId: string; name: string };
+  return { memberId: BigInt(raw.memberId), clusterId: BigInt(raw.clusterId), name: raw.name };
+}
+
+/** Records in the order a Ready needs them: snapshot, entries, then the hard state that may commit them. */
+function encodeRecords(hs: HardState | null, entries: Entry[], snap: SnapshotMetadata | null, identity: WalIdentity | null): Buffer {
+  const idBytes = identity ? encodeIdentity(identity) : null;
+  const snapBytes = snap ? encodeSnapshotMeta(snap) : null;
+  let total = 0;
+  if (idBytes) total += RECORD_HEADER_BYTES + idBytes.length;
+  if (snapBytes) total += RECORD_HEADER_BYTES + snapBytes.length;
+  for (let i = 0; i < entries.length; i++) total += RECORD_HEADER_BYTES + ENTRY_HEADER_BYTES + entries[i].data.length;
+  if (hs) total += RECORD_HEADER_BYTES + HARD_STATE_BYTES;
+  const buf = Buffer.allocUnsafe(total);
+  let at = 0;
+  const put = (type: RecordType, body: Buffer): void => {
+    body.copy(buf, at + RECORD_HEADER_BYTES);
+    sealRecord(buf, at, type, body.length);
+    at += RECORD_HEADER_BYTES + body.length;
+  };
+  if (idBytes) put(RecordType.Identity, idBytes);
+  if (snapBytes) put(RecordType.Snapshot, snapBytes);
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i];
+    assert(i === 0 || e.index === entries[i - 1].index + 1, 'entries to save are not contiguous');
+    const p = at + RECORD_HEADER_BYTES;
+    // Raft indexes and terms are safe integers: two 32-bit halves avoid a BigInt per field.
+    buf.writeUInt32BE(Math.floor(e.term / 0x100000000), p);
+    buf.writeUInt32BE(e.term >>> 0, p + 4);
+    buf.writeUInt32BE(Math.floor(e.index / 0x100000000), p + 8);
+    buf.writeUInt32BE(e.index >>> 0, p + 12);
+    buf.writeUInt8(e.type, p + 16);
+    e.data.copy(buf, p + ENTRY_HEADER_BYTES);
+    const len = ENTRY_HEADER_BYTES + e.data.length;
+    sealRecord(buf, at, RecordType.Entry, len);
+    at += RECORD_HEADER_BYTES + len;
+  }
+  if (hs) {
+    const p = at + RECORD_HEADER_BYTES;
+    buf.writeBigUInt64BE(BigInt(hs.term), p);
+    buf.writeBigUInt64BE(hs.vote, p + 8);
+    buf.writeBigUInt64BE(BigInt(hs.commit), p + 16);
+    sealRecord(buf, at, RecordType.HardState, HARD_STATE_BYTES);
+    at += RECORD_HEADER_BYTES + HARD_STATE_BYTES;
+  }
+  assert.equal(at, total);
+  return buf;
+}
+
+function decodeEntryPayload(p: Buffer): Entry {
+  assert(p.length >= ENTRY_HEADER_BYTES, 'WAL entry record too short');
+  const term = p.readUInt32BE(0) * 0x100000000 + p.readUInt32BE(4);
+  const index = p.readUInt32BE(8) * 0x100000000 + p.readUInt32BE(12);
+  // Copy: the entry outlives the file buffer it was read from.
+  return { term, index, type: p.readUInt8(16), data: Buffer.from(p.subarray(ENTRY_HEADER_BYTES)) };
+}
+
+/** Replay state while reading segments in order. */
+class Replay {
+  identity: WalIdentity | null = null;
+  hardState: HardState = { term: 0, vote: 0n, commit: 0 };
+  snapshot: SnapshotMetadata | null = null;
+  entries: Entry[] = [];
+
+  /** `base`: the newest snapshot in the whole log; entries at or below it are history. */
+  constructor(private readonly base: number) {}
+
+  record(type: number, payload: Buffer, where: string): void {
+    switch (type) {
+      case RecordType.Identity: {
+        const id = decodeIdentity(payload);
+        if (this.identity) {
+          assert(this.identity.memberId === id.memberId && this.identity.clusterId === id.clusterId, `WAL identity changes at ${where}`);
+        }
+        this.identity = id;
+        return;
+      }
+      case RecordType.HardState:
+        assert.equal(payload.length, HARD_STATE_BYTES, `bad hard state record at ${where}`);
+        this.hardState = decodeHardState(payload);
+        return;
+      case RecordType.Snapshot: {
+        const s = decodeSnapshotMeta(payload);
+        assert(!this.snapshot || s.index >= this.snapshot.index, `WAL snapshot goes back from ${this.snapshot?.index} to ${s.index} at ${where}`);
+        this.snapshot = s;
+        return;
+      }
+      case RecordType.Entry: {
+        const e = decodeEntryPayload(payload);
+        if (e.index <= this.base) return;
+        const es = this.entries;
+        if (es.length === 0) {
+          assert.equal(e.index, this.base + 1, `WAL does not continue from its snapshot ${this.base} at ${where}`);
+        } else {
+          const first = es[0].index;
+          const last = es[es.length - 1].index;
+          assert(e.index <= last + 1, `WAL has a gap after index ${last} at ${where}`);
+          // A new leader replaced the tail from this index on.
+          if (e.index <= last) es.length = e.index - first;
+        }
+        es.push(e);
+        return;
+      }
+      default:
+        throw new Error(`unknown WAL record type ${type} at ${where}`);
+    }
+  }
+}
+
+/** Valid records of one segment file, and where the intact part ends. */
+function scanSegment(buf: Buffer, each: (type: number, payload: Buffer, at: number) => void): number {
+  let at = 0;
+  for (;;) {
+    const r = readRecord(buf, at);
+    if (!r) return at;
+    each(r.type, r.payload, at);
+    at = r.end;
+  }
+}
+
 export class Wal {
-  /** Index of the last stored entry, kept in memory (a reverse cursor per save was measurable). */
-  private lastStoredIndex = -1;
+  private readonly syncer: Syncer;
+  private fd: number;
+  private offset: number;
+  private segments: Segment[];
+  private identity: WalIdentity | null;
+  private lastIndex: number;
+  private hardState: HardState | null;
+  private snapshot: SnapshotMetadata | null;
+  private closed = false;
 
   private constructor(
-    private readonly root: RootDatabase<Buffer, Buffer>,
-    private readonly entriesDb: Database<Buffer, Buffer>,
-    private readonly metaDb: Database<Buffer, string>,
     readonly dir: string,
-  ) {}
-
-  /** A write we did not wait for failed: the log can no longer be trusted. */
-  private onAsyncError(e: unknown): void {
-    throw e instanceof Error ? e : new Error(String(e));
+    private readonly segmentBytes: number,
+    segments: Segment[],
+    fd: number,
+    offset: number,
+    contents: WalContents | null,
+  ) {
+    this.segments = segments;
+    this.fd = fd;
+    this.offset = offset;
+    this.identity = contents?.identity ?? null;
+    this.hardState = contents?.hardState ?? null;
+    this.snapshot = contents?.snapshot ?? null;
+    const es = contents?.entries ?? [];
+    this.lastIndex = es.length > 0 ? es[es.length - 1].index : (contents?.snapshot?.index ?? 0);
+    this.syncer = new Syncer(fd);
   }
 
-  static open(dir: string): Wal {
-    fs.mkdirSync(dir, { recursive: true });
-    const root = open<Buffer, Buffer>({
-      path: path.join(dir, 'log.mdb'),
-      keyEncoding: 'binary',
-      encoding: 'binary',
-      // The WAL is the durability source: commits must reach the disk before they resolve.
-      noSync: false,
-    });
-    const entriesDb = root.openDB<Buffer, Buffer>({ name: 'entries', keyEncoding: 'binary', encoding: 'binary' });
-    const metaDb = root.openDB<Buffer, string>({ name: 'meta', keyEncoding: 'ordered-binary', encoding: 'binary' });
-    return new Wal(root, entriesDb, metaDb, dir);
+  /**
+   * Open (or start) the log in `dir`. A torn record at the end of the last segment (a write cut
+   * short by a crash, never acknowledged) is cut off; damage anywhere else is refused.
+   */
+  static open(dir: string, opts: WalOptions = {}): Wal {
+    const segmentBytes = opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
+    assert(segmentBytes >= 4096, 'WAL segment size too small');
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    // A segment being started when the process died: its predecessor is still the last one.
+    for (const name of fs.readdirSync(dir)) if (name.endsWith('.wal.tmp')) fs.rmSync(path.join(dir, name));
+    let segs = listSegments(dir);
+    if (segs.length === 0) {
+      const legacy = migrateLegacyWal(dir);
+      if (legacy) {
+        const file = path.join(dir, segmentName(0, legacy.snapshot ? legacy.snapshot.index + 1 : 1));
+        const buf = encodeRecords(legacy.hardState, legacy.entries, legacy.snapshot, legacy.identity);
+        const fd = fs.openSync(file, 'w', 0o600);
+        fs.writeSync(fd, buf);
+        fs.fsyncSync(fd);
+        fs.closeSync(fd);
+        fsyncDir(dir);
+        legacy.remove();
+        segs = listSegments(dir);
+      }
+    }
+    if (segs.length === 0) {
+      const file = path.join(dir, segmentName(0, 1));
+      const fd = fs.openSync(file, 'w+', 0o600);
+      fsyncDir(dir);
+      return new Wal(dir, segmentBytes, [{ seq: 0, firstIndex: 1, file }], fd, 0, null);
+    }
+    const last = segs[segs.length - 1];
+    const buf = fs.readFileSync(last.file);
+    const intact = scanSegment(buf, () => {});
+    const fd = fs.openSync(last.file, 'r+');
+    if (intact < buf.length) {
+      // Whatever follows the last intact record was never acknowledged: make the file end there,
+      // so a later append is not followed by stale bytes.
+      fs.ftruncateSync(fd, intact);
+      fs.fsyncSync(fd);
+    }
+    const wal = new Wal(dir, segmentBytes, segs, fd, intact, null);
+    if (wal.hasAnyRecord()) {
+      const c = wal.readAll();
+      wal.identity = c.identity;
+      wal.hardState = c.hardState;
+      wal.snapshot = c.snapshot;
+      wal.lastIndex = c.entries.length > 0 ? c.entries[c.entries.length - 1].index : (c.snapshot?.index ?? 0);
+    }
+    return wal;
+  }
+
+  private hasAnyRecord(): boolean {
+    return this.segments.length > 1 || this.offset > 0;
   }
 
   /** Whether this log belongs to a member already (create() completed). */
   hasIdentity(): boolean {
-    return this.metaDb.getBinary(IDENTITY_KEY) !== undefined;
+    return this.identity !== null;
   }
 
   /** Create a new member's log. Fails if one exists already. */
   async create(identity: WalIdentity): Promise<void> {
-    assert(this.metaDb.getBinary(IDENTITY_KEY) === undefined, 'WAL already has an identity');
-    const body = JSON.stringify({
-      memberId: identity.memberId.toString(),
-      clusterId: identity.clusterId.toString(),
-      name: identity.name,
-    });
-    await this.metaDb.put(IDENTITY_KEY, Buffer.from(body));
+    assert(this.identity === null, 'WAL already has an identity');
+    this.identity = identity;
+    this.append(encodeRecords(null, [], null, identity));
+    await this.syncer.sync();
   }
 
+  /** Everything the log holds, replayed from its files. */
   readAll(): WalContents {
-    const idBuf = this.metaDb.getBinary(IDENTITY_KEY);
-    assert(idBuf !== undefined, `WAL at ${this.dir} has no identity`);
-    const raw = JSON.parse(idBuf.toString()) as { memberId: string; clusterId: string; name: string };
-    const identity: WalIdentity = { memberId: BigInt(raw.memberId), clusterId: BigInt(raw.clusterId), name: raw.name };
-    const hsBuf = this.metaDb.getBinary(HARD_STATE_KEY);
-    const hardState = hsBuf ? decodeHardState(hsBuf) : { term: 0, vote: 0n, commit: 0 };
-    const snapBuf = this.metaDb.getBinary(SNAPSHOT_KEY);
-    const snapshot = snapBuf ? decodeSnapshotMeta(snapBuf) : null;
-    const entries: Entry[] = [];
-    const after = snapshot ? snapshot.index : 0;
-    for (const { value } of this.entriesDb.getRange({ start: encodeIndexKey(after + 1) })) {
-      const e = decodeEntry(value);
-      if (entries.length > 0) {
-        assert.equal(e.index, entries[entries.length - 1].index + 1, 'WAL entries are not contiguous');
-      } else {
-        assert.equal(e.index, after + 1, 'WAL does not continue from its snapshot');
-      }
-      entries.push(e);
+    const segs = this.segments;
+    const bufs = segs.map((s) => fs.readFileSync(s.file));
+    // First pass: the newest snapshot decides where the live log starts.
+    let base = 0;
+    for (const buf of bufs) {
+      scanSegment(buf, (type, payload) => {
+        if (type === RecordType.Snapshot) base = Math.max(base, decodeSnapshotMeta(payload).index);
+      });
     }
-    assert(hardState.commit <= (entries.length ? entries[entries.length - 1].index : after),
-      'WAL hard state commits past its last entry');
-    return { identity, hardState, snapshot, entries };
+    const replay = new Replay(base);
+    for (let i = 0; i < bufs.length; i++) {
+      const end = scanSegment(bufs[i], (type, payload, at) => replay.record(type, payload, `${segs[i].file}:${at}`));
+      // Only the last segment may end in a torn write; an earlier one was complete when the next began.
+      if (i < bufs.length - 1) assert.equal(end, bufs[i].length, `WAL segment ${segs[i].file} is damaged at offset ${end}`);
+    }
+    assert(replay.identity, `WAL at ${this.dir} has no identity`);
+    const lastIndex = replay.entries.length > 0 ? replay.entries[replay.entries.length - 1].index : base;
+    assert(replay.hardState.commit <= lastIndex, 'WAL hard state commits past its last entry');
+    return { identity: replay.identity, hardState: replay.hardState, snapshot: replay.snapshot, entries: replay.entries };
   }
 
   /**
-   * Persist what a Raft Ready asks for, durably, in one LMDB commit. Entries replace any
-   * existing entries at the same or later indexes (a new leader may overwrite an uncommitted tail).
+   * Persist what a Raft Ready asks for. The records reach the file (the page cache) before this
+   * returns control, so they survive the process being killed; with `mustSync` the promise resolves
+   * only after fdatasync, so they survive the machine losing power too.
    */
   async save(hardState: HardState | null, entries: Entry[], snapshot: Snapshot | null, mustSync = true): Promise<number> {
     if (!hardState && entries.length === 0 && !snapshot) return 0;
-    let bytes = 0;
-    const done = this.root.transaction(() => {
-      if (snapshot) {
-        const meta = encodeSnapshotMeta(snapshot.metadata);
-        this.metaDb.putSync(SNAPSHOT_KEY, meta);
-        this.removeRange(0, snapshot.metadata.index + 1);
-        this.lastStoredIndex = -1;
-      }
-      if (entries.length > 0) {
-        const first = entries[0].index;
-        const existingLast = this.lastIndex();
-        if (existingLast >= first) this.removeRange(first, existingLast + 1);
-        this.lastStoredIndex = entries[entries.length - 1].index;
-        for (let i = 0; i < entries.length; i++) {
-          const e = entries[i];
-          assert.equal(e.index, first + i, 'entries to save are not contiguous');
-          const buf = encodeEntry(e);
-          bytes += buf.length;
-          this.entriesDb.putSync(encodeIndexKey(e.index), buf);
-        }
-      }
-      if (hardState) this.metaDb.putSync(HARD_STATE_KEY, encodeHardState(hardState));
-    });
-    // Only a new commit index changed (etcd-raft's MustSync is false): losing it in a crash
-    // is harmless, Raft learns it again. LMDB commits in order, so the next durable save
-    // carries it anyway; do not wait for the fsync.
-    if (mustSync) await done;
-    else done.catch((e) => this.onAsyncError(e));
-    return bytes;
-  }
-
-  /** Drop entries before `index` (they are covered by a snapshot that is already durable). */
-  async compact(index: number, snapshot: SnapshotMetadata): Promise<void> {
-    await this.root.transaction(() => {
-      this.metaDb.putSync(SNAPSHOT_KEY, encodeSnapshotMeta(snapshot));
-      this.removeRange(0, index);
-    });
-  }
-
-  private lastIndex(): number {
-    if (this.lastStoredIndex >= 0) return this.lastStoredIndex;
-    this.lastStoredIndex = 0;
-    for (const key of this.entriesDb.getKeys({ reverse: true, limit: 1 })) {
-      this.lastStoredIndex = Number(key.readBigUInt64BE(0));
+    assert(this.identity, 'WAL save before create');
+    const snapMeta = snapshot ? snapshot.metadata : null;
+    const buf = encodeRecords(hardState, entries, snapMeta, null);
+    this.append(buf);
+    if (snapMeta) {
+      this.snapshot = snapMeta;
+      if (entries.length === 0) this.lastIndex = snapMeta.index;
     }
-    return this.lastStoredIndex;
+    if (entries.length > 0) this.lastIndex = entries[entries.length - 1].index;
+    if (hardState) this.hardState = hardState;
+    if (mustSync) await this.syncer.sync();
+    this.maybeCut();
+    return buf.length;
   }
 
-  /** Remove entries with lo <= index < hi; only inside a transaction. */
-  private removeRange(lo: number, hi: number): void {
-    const keys = [...this.entriesDb.getKeys({ start: encodeIndexKey(lo), end: encodeIndexKey(hi) })];
-    for (const k of keys) this.entriesDb.removeSync(k);
+  /** Record a durable snapshot and drop segments whose entries all precede `index`. */
+  async compact(index: number, snapshot: SnapshotMetadata): Promise<void> {
+    this.append(encodeRecords(null, [], snapshot, null));
+    this.snapshot = snapshot;
+    await this.syncer.sync();
+    // Segment k holds nothing needed once the next one starts at or below `index`; every segment
+    // begins with identity, snapshot and hard state, so the oldest one left is self-contained.
+    while (this.segments.length > 1 && this.segments[1].firstIndex <= index) {
+      const gone = this.segments.shift();
+      assert(gone);
+      fs.unlinkSync(gone.file);
+    }
+  }
+
+  private append(buf: Buffer): void {
+    assert(!this.closed, 'WAL is closed');
+    let done = 0;
+    while (done < buf.length) done += fs.writeSync(this.fd, buf, done, buf.length - done, this.offset + done);
+    this.offset += buf.length;
+  }
+
+  /** Start a new segment once the current one is full (etcd's cut). */
+  private maybeCut(): void {
+    if (this.offset < this.segmentBytes || this.closed) return;
+    // Everything in the old segment must be durable before the new one can be trusted to follow it.
+    fs.fdatasyncSync(this.fd);
+    const prev = this.segments[this.segments.length - 1];
+    const seg: Segment = { seq: prev.seq + 1, firstIndex: this.lastIndex + 1, file: '' };
+    seg.file = path.join(this.dir, segmentName(seg.seq, seg.firstIndex));
+    const tmp = `${seg.file}.tmp`;
+    const fd = fs.openSync(tmp, 'w+', 0o600);
+    const head = encodeRecords(this.hardState, [], this.snapshot, this.identity);
+    fs.writeSync(fd, head, 0, head.length, 0);
+    fs.fdatasyncSync(fd);
+    fs.renameSync(tmp, seg.file);
+    fsyncDir(this.dir);
+    const oldFd = this.fd;
+    this.fd = fd;
+    this.offset = head.length;
+    this.segments.push(seg);
+    this.syncer.switchTo(fd, oldFd);
+  }
+
+  /** Segment files currently in use (for tests and metrics). */
+  segmentFiles(): string[] {
+    return this.segments.map((s) => s.file);
   }
 
   async close(): Promise<void> {
-    await this.root.flushed;
-    await this.root.close();
+    if (this.closed) return;
+    await this.syncer.sync();
+    this.closed = true;
+    await this.syncer.close();
   }
 }

@@ -2,7 +2,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { open as openLmdb } from 'lmdb';
 import { Wal } from '../../../src/wal/wal';
+import { encodeEntry, encodeHardState, encodeIndexKey } from '../../../src/wal/codec';
 import type { Entry } from '../../../src/raft/types';
 
 const dirs: string[] = [];
@@ -73,6 +75,130 @@ describe('WAL', () => {
     const wal = Wal.open(tmp());
     await wal.create(identity);
     await expect(wal.create(identity)).rejects.toThrow();
+    await wal.close();
+  });
+
+  it('cuts a torn record off the end and keeps everything before it', async () => {
+    const dir = tmp();
+    let wal = Wal.open(dir);
+    await wal.create(identity);
+    await wal.save({ term: 1, vote: 0n, commit: 2 }, [ent(1, 1), ent(2, 1)], null);
+    await wal.save(null, [ent(3, 1, 'x'.repeat(100))], null);
+    await wal.close();
+    // A crash in the middle of the last write: its tail never reached the disk.
+    const [file] = fs.readdirSync(dir).filter((f) => f.endsWith('.wal'));
+    const full = fs.statSync(path.join(dir, file)).size;
+    fs.truncateSync(path.join(dir, file), full - 40);
+    wal = Wal.open(dir);
+    expect(wal.readAll().entries.map((e) => e.index)).toEqual([1, 2]);
+    // Appends continue right after the intact part.
+    await wal.save(null, [ent(3, 2, 'again')], null);
+    await wal.close();
+    wal = Wal.open(dir);
+    expect(wal.readAll().entries.map((e) => [e.index, e.term, e.data.toString()])).toEqual([
+      [1, 1, 'e1'],
+      [2, 1, 'e2'],
+      [3, 2, 'again'],
+    ]);
+    await wal.close();
+  });
+
+  it('treats a flipped bit inside the last record as a torn write, not as data', async () => {
+    const dir = tmp();
+    let wal = Wal.open(dir);
+    await wal.create(identity);
+    await wal.save(null, [ent(1, 1), ent(2, 1, 'payload-two')], null);
+    await wal.close();
+    const [file] = fs.readdirSync(dir).filter((f) => f.endsWith('.wal'));
+    const p = path.join(dir, file);
+    const b = fs.readFileSync(p);
+    b[b.length - 3] ^= 0x10;
+    fs.writeFileSync(p, b);
+    wal = Wal.open(dir);
+    expect(wal.readAll().entries.map((e) => e.index)).toEqual([1]);
+    await wal.close();
+  });
+
+  it('starts new segments as it grows, reads across them, and compaction deletes the old ones', async () => {
+    const dir = tmp();
+    let wal = Wal.open(dir, { segmentBytes: 4096 });
+    await wal.create(identity);
+    const big = 'v'.repeat(500);
+    for (let i = 1; i <= 60; i++) await wal.save({ term: 1, vote: 0n, commit: i - 1 }, [ent(i, 1, `${i}:${big}`)], null);
+    // A new leader overwrites an uncommitted tail that began in an earlier segment.
+    const segsBefore = wal.segmentFiles().length;
+    expect(segsBefore).toBeGreaterThan(5);
+    await wal.save({ term: 2, vote: 0n, commit: 50 }, [ent(55, 2, 'new55')], null);
+    await wal.close();
+    wal = Wal.open(dir, { segmentBytes: 4096 });
+    let c = wal.readAll();
+    expect(c.identity).toEqual(identity);
+    expect(c.hardState).toEqual({ term: 2, vote: 0n, commit: 50 });
+    expect(c.entries.map((e) => e.index)).toEqual(Array.from({ length: 55 }, (_, i) => i + 1));
+    expect(c.entries[54].data.toString()).toBe('new55');
+    const confState = { voters: [identity.memberId], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
+    await wal.compact(40, { index: 45, term: 1, confState });
+    expect(wal.segmentFiles().length).toBeLessThan(segsBefore);
+    await wal.close();
+    wal = Wal.open(dir, { segmentBytes: 4096 });
+    c = wal.readAll();
+    expect(c.identity).toEqual(identity);
+    expect(c.snapshot?.index).toBe(45);
+    expect(c.entries.map((e) => e.index)).toEqual([46, 47, 48, 49, 50, 51, 52, 53, 54, 55]);
+    await wal.close();
+  });
+
+  it('after installing a snapshot from the leader, the log continues from it', async () => {
+    const dir = tmp();
+    let wal = Wal.open(dir);
+    await wal.create(identity);
+    await wal.save({ term: 1, vote: 0n, commit: 3 }, [ent(1, 1), ent(2, 1), ent(3, 1)], null);
+    const confState = { voters: [identity.memberId], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
+    await wal.save({ term: 3, vote: 0n, commit: 100 }, [], { data: Buffer.alloc(0), metadata: { index: 100, term: 3, confState } });
+    await wal.save({ term: 3, vote: 0n, commit: 101 }, [ent(101, 3)], null);
+    await wal.close();
+    wal = Wal.open(dir);
+    const c = wal.readAll();
+    expect(c.snapshot?.index).toBe(100);
+    expect(c.entries.map((e) => e.index)).toEqual([101]);
+    await wal.close();
+  });
+
+  it('refuses a log with a hole in it', async () => {
+    const dir = tmp();
+    const wal = Wal.open(dir);
+    await wal.create(identity);
+    await wal.save(null, [ent(1, 1)], null);
+    await wal.save(null, [ent(3, 1)], null);
+    expect(() => wal.readAll()).toThrow(/gap/);
+    await wal.close();
+  });
+
+  it('migrates a log written by the earlier LMDB format, losing nothing', async () => {
+    const dir = tmp();
+    const env = openLmdb<Buffer, Buffer>({ path: path.join(dir, 'log.mdb'), keyEncoding: 'binary', encoding: 'binary' });
+    const entries = env.openDB<Buffer, Buffer>({ name: 'entries', keyEncoding: 'binary', encoding: 'binary' });
+    const meta = env.openDB<Buffer, string>({ name: 'meta', keyEncoding: 'ordered-binary', encoding: 'binary' });
+    await env.transaction(() => {
+      meta.putSync('identity', Buffer.from(JSON.stringify({ memberId: identity.memberId.toString(), clusterId: identity.clusterId.toString(), name: 'default' })));
+      meta.putSync('hardstate', encodeHardState({ term: 2, vote: identity.memberId, commit: 3 }));
+      for (const e of [ent(1, 1), ent(2, 2), ent(3, 2)]) entries.putSync(encodeIndexKey(e.index), encodeEntry(e));
+    });
+    await env.close();
+    let wal = Wal.open(dir);
+    expect(fs.existsSync(path.join(dir, 'log.mdb'))).toBe(false);
+    await wal.save({ term: 2, vote: identity.memberId, commit: 4 }, [ent(4, 2)], null);
+    await wal.close();
+    wal = Wal.open(dir);
+    const c = wal.readAll();
+    expect(c.identity).toEqual(identity);
+    expect(c.hardState).toEqual({ term: 2, vote: identity.memberId, commit: 4 });
+    expect(c.entries.map((e) => [e.index, e.term, e.data.toString()])).toEqual([
+      [1, 1, 'e1'],
+      [2, 2, 'e2'],
+      [3, 2, 'e3'],
+      [4, 2, 'e4'],
+    ]);
     await wal.close();
   });
 });
