@@ -35,7 +35,7 @@ interface MethodEntry {
   metrics: GrpcMethodMetrics | undefined;
 }
 
-class CallRecord {
+export class CallRecord {
   private begun = false;
   private done = false;
   /** Messages received before the handler began (the request of a unary call). */
@@ -85,6 +85,8 @@ export interface GrpcInstrumentation {
   instrumentDefinition(serviceName: string, def: grpc.ServiceDefinition): grpc.ServiceDefinition;
   /** Wraps handlers so a call counts as started when its handler begins. Wrap inside etcd's checks. */
   instrumentImpl(impl: grpc.UntypedServiceImplementation): grpc.UntypedServiceImplementation;
+  /** What the interceptor does, for a call answered without grpc-js's call machinery (fast_unary.ts). */
+  track(path: string, md: grpc.Metadata): CallRecord | undefined;
 }
 
 function grpcTypeOf(m: { requestStream: boolean; responseStream: boolean }): GrpcType {
@@ -172,5 +174,14 @@ export function createGrpcInstrumentation(metrics: EtcdMetrics): GrpcInstrumenta
     return out;
   };
 
-  return { interceptor, instrumentDefinition, instrumentImpl };
+  const track = (path: string, md: grpc.Metadata): CallRecord | undefined => {
+    const entry = methods.get(path);
+    if (entry === undefined) return undefined;
+    entry.metrics ??= metrics.grpc.method(entry.service, entry.method, entry.type);
+    const rec = new CallRecord(entry.metrics, path);
+    records.set(md, rec);
+    return rec;
+  };
+
+  return { interceptor, instrumentDefinition, instrumentImpl, track };
 }

@@ -2,6 +2,7 @@
 // (etcdserver/api/v3rpc/grpc.go, embed/etcd.go).
 import * as grpc from '@grpc/grpc-js';
 import { serviceDefinition } from '../pb/load';
+import { withFastCodecs } from '../pb/service_codecs';
 import type { EtcdServerApi } from '../server/types';
 import { authService } from './auth';
 import { clusterService } from './cluster';
@@ -18,6 +19,10 @@ import type { EtcdMetrics } from '../metrics';
 import { createElectionService } from './v3election';
 import { createLockService } from './v3lock';
 import { watchService, GRPC_OVERHEAD_BYTES } from './watch';
+import { installFastUnary } from './fast_unary';
+
+/** The unary methods that carry most of the load, answered without grpc-js's per-call machinery. */
+const FAST_UNARY_PATHS = ['/etcdserverpb.KV/Range', '/etcdserverpb.KV/Put', '/etcdserverpb.KV/DeleteRange', '/etcdserverpb.KV/Txn'];
 
 /** etcd's maxSendBytes (math.MaxInt32). */
 export const MAX_SEND_BYTES = 2 ** 31 - 1;
@@ -54,6 +59,9 @@ export function grpcServerOptions(maxRequestBytes: number, opts: GrpcServerOptio
     'grpc.max_send_message_length': MAX_SEND_BYTES,
     'grpc.keepalive_time_ms': opts.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_INTERVAL_MS,
     'grpc.keepalive_timeout_ms': opts.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS,
+    // etcd serves no channelz; grpc-js's per-call channelz bookkeeping is pure cost (and the
+    // fast unary path hooks the non-channelz dispatcher).
+    'grpc.enable_channelz': 0,
   };
   if (opts.maxConcurrentStreams !== undefined) o['grpc.max_concurrent_streams'] = opts.maxConcurrentStreams;
   return o;
@@ -69,7 +77,8 @@ export function createGrpcServer(server: EtcdServerApi, log: ApiLogger, opts: Gr
   const services: string[] = [];
   const member = new MemberState(server, log, opts.memberState);
   const add = (name: string, impl: grpc.UntypedServiceImplementation, sized = false): void => {
-    const def = serviceDefinition(name);
+    // The hot KV and watch messages skip protobufjs's object conversion (src/pb/service_codecs.ts).
+    const def = withFastCodecs(name, serviceDefinition(name));
     // Metrics count a call only once it passes etcd's checks (see grpc_metrics.ts).
     const counted = instr ? instr.instrumentImpl(impl) : impl;
     // The health service answers whatever the member's state, as in etcd.
@@ -88,6 +97,11 @@ export function createGrpcServer(server: EtcdServerApi, log: ApiLogger, opts: Gr
   add('grpc.health.v1.Health', healthService(() => serving));
   add('v3lockpb.Lock', createLockService(server));
   add('v3electionpb.Election', createElectionService(server));
+  installFastUnary(grpcServer, {
+    paths: FAST_UNARY_PATHS,
+    maxReceiveBytes: serverOpts['grpc.max_receive_message_length'] as number,
+    track: instr ? (p, md) => instr.track(p, md) : undefined,
+  });
   return {
     grpcServer,
     setServing: (s) => {
