@@ -54,6 +54,10 @@ function openEnv(filePath: string, mapSizeBytes: number, durableCommits: boolean
     // With overlapping sync every synchronous commit waits for the previous flush (~5 ms
     // here); apply batches commit without fsync instead and flushed() forces one.
     overlappingSync: durableCommits,
+    // Commits write into the map instead of one pwrite per dirty page: measured per apply
+    // commit, p50 23 -> 5 µs and p99 1.65 ms -> 0.1 ms. LMDB then sizes the file to the map
+    // (sparse), so sizeBytes() counts pages instead of reading the file size.
+    useWritemap: true,
   });
 }
 
@@ -244,11 +248,9 @@ export class Backend {
 
   /** The database file's size (etcd's dbSize). */
   sizeBytes(): number {
-    try {
-      return fs.statSync(this.filePath).size;
-    } catch {
-      return 0;
-    }
+    // Pages up to the highest ever used: what the file would measure without the write map.
+    const st = this.env.getStats() as LmdbStats;
+    return (st.lastPageNumber + 1) * st.pageSize;
   }
 
   /** Pages in use times page size (etcd's dbSizeInUse): the size a defragmented file would have. */
