@@ -82,6 +82,16 @@ export class RawNode {
     );
   }
 
+  /**
+   * Proposes several normal entries as one MsgProp: one append and one round of MsgApp to the
+   * followers instead of one per entry. All or none: throws ErrProposalDropped for the lot.
+   */
+  proposeMany(datas: readonly Buffer[]): void {
+    if (datas.length === 0) return;
+    const entries = datas.map((data) => ({ term: 0, index: 0, type: EntryType.Normal, data }));
+    this.raft.step(newMessage({ type: MessageType.MsgProp, from: this.raft.id, entries }));
+  }
+
   proposeConfChange(cc: ConfChange): void {
     this.raft.step(
       newMessage({

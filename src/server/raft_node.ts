@@ -25,8 +25,18 @@ export interface RaftNodeHooks {
 
 type InboxItem = (raw: RawNode) => void;
 
+/** A normal-entry proposal waiting in the inbox; consecutive ones are stepped as one MsgProp. */
+interface Proposal {
+  data: Buffer;
+  onDropped: (e: Error) => void;
+}
+
+/** Bounds one batched MsgProp (entries and bytes), far below Raft's message size limits. */
+const MAX_BATCH_ENTRIES = 512;
+const MAX_BATCH_BYTES = 1024 * 1024;
+
 export class RaftNode {
-  private readonly inbox: InboxItem[] = [];
+  private readonly inbox: Array<InboxItem | Proposal> = [];
   private running = false;
   private stopped = false;
   private ticker: NodeJS.Timeout | null = null;
@@ -47,7 +57,7 @@ export class RaftNode {
   }
 
   /** Queue a call into the core. Returns false when the inbox is full. */
-  enqueue(item: InboxItem, force = false): boolean {
+  enqueue(item: InboxItem | Proposal, force = false): boolean {
     if (this.stopped) return false;
     if (!force && this.inbox.length >= this.opts.maxInbox) return false;
     this.inbox.push(item);
@@ -56,13 +66,7 @@ export class RaftNode {
   }
 
   propose(data: Buffer, onDropped: (e: Error) => void): boolean {
-    return this.enqueue((r) => {
-      try {
-        r.propose(data);
-      } catch (e) {
-        onDropped(e as Error);
-      }
-    });
+    return this.enqueue({ data, onDropped });
   }
 
   proposeConfChange(cc: ConfChange, onDropped: (e: Error) => void): boolean {
@@ -100,11 +104,46 @@ export class RaftNode {
 
   private drainInbox(): void {
     // Items queued while draining run in the next cycle; the bound keeps one turn short.
-    const n = this.inbox.length;
-    for (let i = 0; i < n; i++) {
-      const item = this.inbox.shift();
-      assert(item);
-      item(this.raw);
+    const items = this.inbox.splice(0, this.inbox.length);
+    let batch: Proposal[] = [];
+    let batchBytes = 0;
+    for (const item of items) {
+      if (typeof item === 'function') {
+        // Order matters (a read index or conf change after a write): flush the writes first.
+        this.proposeBatch(batch);
+        batch = [];
+        batchBytes = 0;
+        item(this.raw);
+        continue;
+      }
+      if (batch.length >= MAX_BATCH_ENTRIES || (batch.length > 0 && batchBytes + item.data.length > MAX_BATCH_BYTES)) {
+        this.proposeBatch(batch);
+        batch = [];
+        batchBytes = 0;
+      }
+      batch.push(item);
+      batchBytes += item.data.length;
+    }
+    this.proposeBatch(batch);
+  }
+
+  /** One MsgProp for many writes; if Raft refuses the lot, each is tried alone so only the refused fail. */
+  private proposeBatch(batch: Proposal[]): void {
+    if (batch.length === 0) return;
+    if (batch.length > 1) {
+      try {
+        this.raw.proposeMany(batch.map((p) => p.data));
+        return;
+      } catch {
+        // Fall through: e.g. the uncommitted-size limit refuses the batch but not all of it.
+      }
+    }
+    for (const p of batch) {
+      try {
+        this.raw.propose(p.data);
+      } catch (e) {
+        p.onDropped(e as Error);
+      }
     }
   }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Entry, MemoryStorage, MessageType, ProgressState, RawNode, StateType, newMessage } from '../../../src/raft';
-import { Cluster, config } from './helpers';
+import { Cluster, config, handleReady } from './helpers';
 
 // Claims of the Raft paper, §5.3 (log replication), and etcd's flow control.
 describe('log replication (Raft §5.3)', () => {
@@ -11,6 +11,33 @@ describe('log replication (Raft §5.3)', () => {
     for (const d of ['a', 'b', 'c']) c.get(1n).node.propose(Buffer.from(d));
     c.stabilize();
     for (const id of [1n, 2n, 3n]) expect(c.appliedData(id)).toEqual(['a', 'b', 'c']);
+  });
+
+  it('a batch of proposals is one append and one MsgApp per follower, applied in order everywhere', () => {
+    const c = new Cluster([1n, 2n, 3n]);
+    c.stabilize();
+    c.elect(1n);
+    c.get(1n).node.proposeMany(['a', 'b', 'c', 'd'].map((d) => Buffer.from(d)));
+    const rd = c.get(1n).node.ready();
+    expect(rd.entries.map((e) => e.data.toString())).toEqual(['a', 'b', 'c', 'd']);
+    const apps = rd.messages.filter((m) => m.type === MessageType.MsgApp);
+    expect(apps.map((m) => [m.to, m.entries.length])).toEqual([
+      [2n, 4],
+      [3n, 4],
+    ]);
+    for (const m of handleReady(c.get(1n), rd)) c.get(m.to).node.step(m);
+    c.stabilize();
+    for (const id of [1n, 2n, 3n]) expect(c.appliedData(id)).toEqual(['a', 'b', 'c', 'd']);
+  });
+
+  it('a batch proposed on a follower is forwarded whole, and a batch without a leader is refused whole', () => {
+    const c = new Cluster([1n, 2n, 3n]);
+    c.stabilize();
+    expect(() => c.get(2n).node.proposeMany([Buffer.from('x'), Buffer.from('y')])).toThrow();
+    c.elect(1n);
+    c.get(3n).node.proposeMany([Buffer.from('x'), Buffer.from('y')]);
+    c.stabilize();
+    for (const id of [1n, 2n, 3n]) expect(c.appliedData(id)).toEqual(['x', 'y']);
   });
 
   it('a follower forwards proposals to the leader', () => {
