@@ -170,6 +170,11 @@ export class RaftNode {
 
   /** Whether the core led at the last soft-state change (a leader may send before persisting). */
   private leading = false;
+  /**
+   * Every log entry up to this index is in the WAL as the log holds it now (saved by an earlier
+   * Ready). Starts at what storage holds, which was read from the WAL.
+   */
+  private durableIndex = -1;
 
   private async handleReady(rd: Ready): Promise<void> {
     if (rd.softState) {
@@ -181,6 +186,19 @@ export class RaftNode {
     // members' messages (votes, acks) must wait for our write.
     const sendFirst = this.leading && rd.messages.length > 0;
     if (sendFirst) this.hooks.send(rd.messages);
+    // Read states depend on nothing we persist (etcd hands them out before saving too).
+    if (rd.readStates.length > 0) this.hooks.onReadStates(rd.readStates);
+    if (this.durableIndex < 0) this.durableIndex = this.storage.lastIndex();
+    // Committed entries this member already holds durably are applied while this Ready's own
+    // entries are written, as etcd's apply runs beside its WAL write: in a cluster, what the
+    // followers just acknowledged need not wait for the leader's next fsync. Entries this Ready
+    // rewrites (a new leader replacing our tail) do not count as held.
+    let early = 0;
+    if (!rd.snapshot) {
+      const heldUpTo = rd.entries.length > 0 ? Math.min(this.durableIndex, rd.entries[0].index - 1) : this.durableIndex;
+      while (early < rd.committedEntries.length && rd.committedEntries[early].index <= heldUpTo) early++;
+      if (early > 0) this.hooks.applyEntries(early === rd.committedEntries.length ? rd.committedEntries : rd.committedEntries.slice(0, early));
+    }
     // Order matters for crash safety: the state first, then the WAL that drops older entries.
     if (rd.snapshot && rd.snapshot.metadata.index > 0) await this.hooks.installSnapshot(rd.snapshot);
     if (rd.hardState || rd.entries.length > 0 || rd.snapshot) {
@@ -189,12 +207,17 @@ export class RaftNode {
       this.hooks.onWalSaved?.(bytes, Number(process.hrtime.bigint() - t0) / 1e9);
       if (this.stopped) return;
     }
-    if (rd.snapshot) this.storage.applySnapshot(rd.snapshot);
+    if (rd.snapshot) {
+      this.storage.applySnapshot(rd.snapshot);
+      this.durableIndex = rd.snapshot.metadata.index;
+    }
     if (rd.hardState) this.storage.setHardState(rd.hardState);
-    if (rd.entries.length > 0) this.storage.append(rd.entries);
+    if (rd.entries.length > 0) {
+      this.storage.append(rd.entries);
+      this.durableIndex = rd.entries[rd.entries.length - 1].index;
+    }
     if (!sendFirst && rd.messages.length > 0) this.hooks.send(rd.messages);
-    if (rd.readStates.length > 0) this.hooks.onReadStates(rd.readStates);
-    if (rd.committedEntries.length > 0) this.hooks.applyEntries(rd.committedEntries);
+    if (early < rd.committedEntries.length) this.hooks.applyEntries(early === 0 ? rd.committedEntries : rd.committedEntries.slice(early));
     this.raw.advance(rd);
     await this.hooks.afterAdvance();
   }

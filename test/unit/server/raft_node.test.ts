@@ -1,0 +1,100 @@
+// The node loop (src/server/raft_node.ts): what it applies while a WAL write is still in flight.
+import { afterEach, describe, expect, it } from 'vitest';
+import { EntryType, MemoryStorage, MessageType, RawNode, decodeConfChange, newMessage, type Entry, type Message } from '../../../src/raft';
+import { nopLogger } from '../../../src/log';
+import { RaftNode } from '../../../src/server/raft_node';
+import type { Wal } from '../../../src/wal/wal';
+import { config } from '../raft/helpers';
+
+/** A WAL whose saves complete when the test says so (or at once, in auto mode). */
+class ControlledWal {
+  auto = true;
+  readonly pending: Array<{ entries: Entry[]; resolve: () => void }> = [];
+  save(_hs: unknown, entries: Entry[]): Promise<number> {
+    if (this.auto) return Promise.resolve(0);
+    return new Promise((resolve) => this.pending.push({ entries, resolve: () => resolve(0) }));
+  }
+}
+
+async function until(pred: () => boolean, what: string, timeoutMs = 2000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!pred()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 1));
+  }
+}
+
+let node: RaftNode | null = null;
+afterEach(async () => {
+  await node?.stop();
+  node = null;
+});
+
+function leaderOfThree(): { node: RaftNode; wal: ControlledWal; applied: Entry[]; sent: Message[]; raw: RawNode } {
+  const storage = new MemoryStorage();
+  const raw = new RawNode(config(1n, storage));
+  raw.bootstrap([1n, 2n, 3n]);
+  const wal = new ControlledWal();
+  const applied: Entry[] = [];
+  const sent: Message[] = [];
+  const n = new RaftNode(raw, storage, wal as unknown as Wal, {
+    onSoftState: () => undefined,
+    onReadStates: () => undefined,
+    applyEntries: (ents) => {
+      for (const e of ents) {
+        applied.push(e);
+        if (e.type === EntryType.ConfChange) raw.applyConfChange(decodeConfChange(e.data));
+      }
+    },
+    send: (msgs) => sent.push(...msgs),
+    afterAdvance: async () => undefined,
+    installSnapshot: async () => undefined,
+    fatal: (e) => {
+      throw e;
+    },
+  }, { tickMs: 1_000_000, maxInbox: 1000, log: nopLogger });
+  node = n;
+  return { node: n, wal, applied, sent, raw };
+}
+
+describe('node loop', () => {
+  it('applies what followers acknowledged while its own next write is still being fsynced', async () => {
+    const { node: n, wal, applied, sent, raw } = leaderOfThree();
+    n.start();
+    // Raft will not campaign before the bootstrap membership entries are applied.
+    await until(() => applied.filter((e) => e.type === EntryType.ConfChange).length === 3, 'bootstrap entries');
+    n.enqueue((r) => r.campaign());
+    await until(() => sent.some((m) => m.type === MessageType.MsgVote), 'vote requests');
+    const term = raw.raft.term;
+    n.step(newMessage({ type: MessageType.MsgVoteResp, from: 2n, to: 1n, term }));
+    await until(() => sent.some((m) => m.type === MessageType.MsgApp && m.to === 2n), 'first append');
+    const ackAll = (): void => {
+      const last = raw.raft.raftLog.lastIndex();
+      n.step(newMessage({ type: MessageType.MsgAppResp, from: 2n, to: 1n, term, index: last }));
+    };
+    ackAll();
+    await until(() => applied.some((e) => e.data.length === 0 && e.term === term), "the leader's empty entry to apply");
+
+    // x is written (fsync held), then released: durable on the leader, not yet acknowledged.
+    wal.auto = false;
+    n.propose(Buffer.from('x'), (e) => {
+      throw e;
+    });
+    await until(() => wal.pending.length === 1, 'the write of x');
+    const xIndex = wal.pending[0].entries[0].index;
+    wal.pending.shift()!.resolve();
+    // y's write is held; meanwhile follower 2 acknowledges x, which commits it.
+    n.propose(Buffer.from('y'), (e) => {
+      throw e;
+    });
+    n.step(newMessage({ type: MessageType.MsgAppResp, from: 2n, to: 1n, term, index: xIndex }));
+    await until(() => wal.pending.length === 1, 'the write of y');
+    await until(() => applied.some((e) => e.index === xIndex), 'x to apply while y is being written');
+    expect(wal.pending.length).toBe(1);
+    expect(applied.find((e) => e.index === xIndex)!.data.toString()).toBe('x');
+    // y is not applied before it is durable here, whatever the followers say.
+    expect(applied.some((e) => e.data.toString() === 'y')).toBe(false);
+    wal.auto = true;
+    wal.pending.shift()!.resolve();
+  });
+});
