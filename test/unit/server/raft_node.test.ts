@@ -52,7 +52,7 @@ function leaderOfThree(): { node: RaftNode; wal: ControlledWal; applied: Entry[]
     fatal: (e) => {
       throw e;
     },
-  }, { tickMs: 1_000_000, maxInbox: 1000, log: nopLogger });
+  }, { tickMs: 1_000_000, maxInbox: 1000, log: nopLogger() });
   node = n;
   return { node: n, wal, applied, sent, raw };
 }
