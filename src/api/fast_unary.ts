@@ -9,6 +9,7 @@
 import assert from 'node:assert';
 import { EventEmitter } from 'node:events';
 import type * as http2 from 'node:http2';
+import * as tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 
 /** The parts of grpc-js's registered handler record we use (server.ts `handlers` map). */
@@ -81,6 +82,13 @@ class FastUnaryCall extends EventEmitter {
   }
   getHost(): string {
     return this.stream.session?.socket?.localAddress ?? 'unknown';
+  }
+  /** grpc-js's: the verified TLS client certificate, which etcd's CN-as-username auth reads. */
+  getAuthContext(): { transportSecurityType?: string; sslPeerCertificate?: tls.PeerCertificate } {
+    const socket = this.stream.session?.socket;
+    if (!(socket instanceof tls.TLSSocket) || !socket.authorized) return {};
+    const cert = socket.getPeerCertificate();
+    return { transportSecurityType: 'ssl', sslPeerCertificate: cert.raw ? cert : undefined };
   }
   sendMetadata(): void {
     // Unary handlers of ours never send headers early; grpc-js sends them with the response.

@@ -14,7 +14,7 @@ import { freePort } from './ports';
 import { sleepMs } from './wait';
 
 export type Msg = Record<string, unknown>;
-export type Service = 'KV' | 'Watch' | 'Lease' | 'Cluster' | 'Maintenance';
+export type Service = 'KV' | 'Watch' | 'Lease' | 'Cluster' | 'Maintenance' | 'Auth';
 
 export const REAL_ETCD = '/usr/bin/etcd';
 export const OUR_ETCD = path.join(REPO_ROOT, 'bin', 'etcd');
@@ -227,7 +227,7 @@ export class KubeClient {
       ...channelOpts,
     };
     const p = etcdserverpb();
-    for (const s of ['KV', 'Watch', 'Lease', 'Cluster', 'Maintenance'] as const) {
+    for (const s of ['KV', 'Watch', 'Lease', 'Cluster', 'Maintenance', 'Auth'] as const) {
       this.clients.set(s, new (p[s] as grpc.ServiceClientConstructor)(target, creds, opts));
     }
   }

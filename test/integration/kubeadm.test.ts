@@ -139,6 +139,38 @@ describe('kubeadm stacked etcd (one control-plane member)', () => {
     }
   });
 
+  it("with auth enabled, takes the client certificate's CN as the user (etcd's CN auth)", async () => {
+    const c = apiserverClient(target, pki);
+    const b = (x: string): Buffer => Buffer.from(x);
+    let rootToken = '';
+    try {
+      await c.unary('Auth', 'UserAdd', { name: 'root', password: 'rootpw' });
+      await c.unary('Auth', 'UserGrantRole', { user: 'root', role: 'root' });
+      await c.unary('Auth', 'UserAdd', { name: 'kube-apiserver-etcd-client', password: 'unused' });
+      await c.unary('Auth', 'RoleAdd', { name: 'registry' });
+      await c.unary('Auth', 'RoleGrantPermission', { name: 'registry', perm: { permType: 'Readwrite', key: b('/registry/'), range_end: b('/registry0') } });
+      await c.unary('Auth', 'UserGrantRole', { user: 'kube-apiserver-etcd-client', role: 'registry' });
+      await c.unary('Auth', 'AuthEnable', {});
+      rootToken = String((await c.unary('Auth', 'Authenticate', { name: 'root', password: 'rootpw' }))['token']);
+      // No token: the certificate alone says who this is.
+      await c.unary('KV', 'Put', { key: b('/registry/cn-auth'), value: b('v') });
+      const r = await c.unary('KV', 'Range', { key: b('/registry/cn-auth') });
+      expect((r['kvs'] as unknown[]).length).toBe(1);
+      const denied = await c.unary('KV', 'Put', { key: b('/elsewhere'), value: b('v') }).then(
+        () => undefined,
+        (e: grpc.ServiceError) => e,
+      );
+      expect(denied?.details).toBe('etcdserver: permission denied');
+    } finally {
+      if (rootToken !== '') {
+        const md = new grpc.Metadata();
+        md.set('token', rootToken);
+        await c.unary('Auth', 'AuthDisable', {}, 10_000, md);
+      }
+      c.close();
+    }
+  });
+
   it('refuses clients without a certificate or with one from another CA, and says why in the log', async () => {
     const cases: Array<{ name: string; client: KubeClient }> = [
       { name: 'no certificate', client: new KubeClient(target, { ca: pki.ca.cert }) },
