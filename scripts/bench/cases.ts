@@ -1,12 +1,16 @@
 // The battery: etcd's performance-guide loads (key 8 B, value 256 B) as `benchmark` tool invocations.
 import { numberedKeys, type SeedKey } from './seed';
+import type { RatioTarget } from './table';
+
+/** Cases the harness drives with its own load generator (etcd's tool has no equivalent). */
+export type CustomCaseName = 'large-store' | 'idle-watchers' | 'kube-mix';
 
 export interface BenchCase {
   name: string;
   title: string;
   members: 1 | 3;
   /** What the QPS column counts. */
-  unit: 'req' | 'event';
+  unit: 'req' | 'event' | 'key' | 'watch' | 'op';
   /** The tool's arguments, without --endpoints. */
   toolArgs: string[];
   /** Keys put before the load starts. */
@@ -17,6 +21,11 @@ export interface BenchCase {
   timeoutSec: number;
   /** What the tool's latency figures mean when it is not request round trip. */
   note?: string;
+  /** Run by the harness's own generator instead of the tool (toolArgs then unused). */
+  custom?: CustomCaseName;
+  /** Parameters of the custom case (see the defaults in its module). */
+  params?: Record<string, number>;
+  targets?: RatioTarget[];
 }
 
 const KEY_BYTES = 8;
@@ -39,10 +48,16 @@ export interface BatteryOptions {
   /** Multiplier on the expected time for the per-run timeout (ours runs up to ~10x slower on a loaded machine). */
   timeoutFactor: number;
   minTimeoutSec: number;
+  /** Keys the large-store case loads, and the most pages its paged list reads (0: all). */
+  largeKeys: number;
+  largeListPages?: number;
+  /** How long kube-mix runs its load, and idle-watchers holds its watchers idle. */
+  mixSec: number;
+  idleSec: number;
 }
 
-export const FULL: BatteryOptions = { targetSec: 4, timeoutFactor: 30, minTimeoutSec: 60 };
-export const QUICK: BatteryOptions = { targetSec: 1.5, timeoutFactor: 30, minTimeoutSec: 40 };
+export const FULL: BatteryOptions = { targetSec: 4, timeoutFactor: 30, minTimeoutSec: 60, largeKeys: 100_000, mixSec: 10, idleSec: 5 };
+export const QUICK: BatteryOptions = { targetSec: 1.5, timeoutFactor: 30, minTimeoutSec: 40, largeKeys: 100_000, mixSec: 5, idleSec: 3 };
 
 /**
  * Reference throughput of etcd 3.4.23 on these 2-core machines (the issue's figures), used only
@@ -173,7 +188,52 @@ export function battery(o: BatteryOptions): BenchCase[] {
       });
     }
   }
+  cases.push(...customCases(o));
   return cases;
+}
+
+/** Cases etcd's tool lacks, driven by scripts/bench's own generator (issue 6). */
+function customCases(o: BatteryOptions): BenchCase[] {
+  const base = { members: 1 as const, toolArgs: [], seed: [] };
+  const keys = o.largeKeys;
+  return [
+    {
+      ...base,
+      name: 'large-store',
+      title: `large store: ${keys} keys (11 B, 256 B values) loaded by txns of 100 puts, 32 in flight / 8 conns; then count, paged list, compaction, restart`,
+      unit: 'key',
+      custom: 'large-store',
+      params: { keys, listPages: o.largeListPages ?? 0 },
+      note: 'keys/s is the load rate; p50/p99 are per txn of 100 puts; server CPU and CPU µs/op cover the load (per key)',
+      targets: [
+        { metric: 'RSS after load MiB', maxRatio: 1, what: `resident size after loading ${keys} keys` },
+        { metric: 'RSS after restart MiB', maxRatio: 1, what: 'resident size after restart' },
+      ],
+      // Ours may load far slower than etcd on a loaded machine: a generous cap, scaled with the size.
+      timeoutSec: 300 + Math.ceil(keys / 200) + (o.largeListPages ? 0 : Math.ceil((keys / 1e5) ** 2 * 30)),
+    },
+    {
+      ...base,
+      name: 'idle-watchers',
+      title: `idle watchers: 10000 watch streams (one watch each, distinct keys) over 100 conns, held ${o.idleSec} s`,
+      unit: 'watch',
+      custom: 'idle-watchers',
+      params: { idleSec: o.idleSec },
+      note: 'watch/s, p50, p99 are watch creation (request to "created"); server CPU covers the creation; 20 puts check delivery',
+      targets: [{ metric: 'bytes per watcher (RSS)', maxRatio: 1, what: 'memory per idle watcher' }],
+      timeoutSec: 600,
+    },
+    {
+      ...base,
+      name: 'kube-mix',
+      title: `kube-apiserver-like mix for ${o.mixSec} s on 10000 objects of 1 KiB under /registry/: 16 guarded updaters, 2 creators, 2 deleters, 2 paged listers, 3 prefix watches with prev_kv, 8 conns`,
+      unit: 'op',
+      custom: 'kube-mix',
+      params: { durationSec: o.mixSec },
+      note: 'op/s counts updates, creates, deletes and list pages; p50/p99 are of the guarded update; "list" is a whole paged list of one resource',
+      timeoutSec: 300 + o.mixSec,
+    },
+  ];
 }
 
 /** Cases whose name matches one of the comma-separated patterns (`*` matches any run of characters). */

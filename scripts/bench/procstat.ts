@@ -7,6 +7,8 @@ const CLOCK_TICKS_PER_SEC = 100;
 export interface ProcSnapshot {
   cpuSec: number;
   rssMiB: number;
+  /** RssAnon: the resident part that is not file-backed (heap, stacks; not the mmapped database). */
+  anonRssMiB: number;
   /** VmHWM: the peak resident size since the process started. */
   peakRssMiB: number;
 }
@@ -32,18 +34,20 @@ export function readProc(pid: number): ProcSnapshot | null {
   return {
     cpuSec: (utimeTicks + stimeTicks) / CLOCK_TICKS_PER_SEC,
     rssMiB: kib('VmRSS') / 1024,
+    anonRssMiB: kib('RssAnon') / 1024,
     peakRssMiB: kib('VmHWM') / 1024,
   };
 }
 
 /** Summed over the members of a cluster; missing processes count as zero. */
 export function readProcs(pids: readonly number[]): ProcSnapshot {
-  const total: ProcSnapshot = { cpuSec: 0, rssMiB: 0, peakRssMiB: 0 };
+  const total: ProcSnapshot = { cpuSec: 0, rssMiB: 0, anonRssMiB: 0, peakRssMiB: 0 };
   for (const pid of pids) {
     const s = readProc(pid);
     if (!s) continue;
     total.cpuSec += s.cpuSec;
     total.rssMiB += s.rssMiB;
+    total.anonRssMiB += s.anonRssMiB;
     total.peakRssMiB += s.peakRssMiB;
   }
   return total;

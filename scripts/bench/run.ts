@@ -5,7 +5,12 @@ import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { battery, FULL, QUICK, selectCases, type BenchCase } from './cases';
+import { battery, FULL, QUICK, selectCases, type BenchCase, type CustomCaseName } from './cases';
+import type { CustomRunner } from './custom_case';
+import { runIdleWatchers } from './idle_watchers';
+import { runKubeMix } from './kube_mix';
+import { runLargeStore } from './large_store';
+import { withTimeout } from './latency';
 import { parseToolOutput } from './parse';
 import { readProcs } from './procstat';
 import { seedKeys } from './seed';
@@ -33,7 +38,18 @@ interface Options {
   outDir: string;
   workDir: string;
   list: boolean;
+  /** Keys of the large-store case (default FULL.largeKeys). */
+  largeKeys?: number;
+  largeListPages?: number;
 }
+
+const CUSTOM_RUNNERS: Record<CustomCaseName, CustomRunner> = {
+  'large-store': runLargeStore,
+  'idle-watchers': runIdleWatchers,
+  'kube-mix': runKubeMix,
+};
+
+const UNIT_NAMES: Record<BenchCase['unit'], string> = { req: 'requests', event: 'events', key: 'keys', watch: 'watches', op: 'ops' };
 
 const USAGE = `usage: scripts/bench/bench.sh [options]
   --quick               one repeat, short runs (a first look)
@@ -43,6 +59,9 @@ const USAGE = `usage: scripts/bench/bench.sh [options]
   --ours-bin=PATH       run ours through this executable (e.g. /work/main/bin/etcd) instead of the snapshot
   --ours-main=FILE      main.js of ours (default: the snapshot beside this script)
   --cpu-prof=DIR        write a V8 CPU profile of every ours process into DIR
+  --large-keys=N        keys the large-store case loads (default 100000; e.g. 1000000)
+  --large-list-pages=N  large-store's paged list reads at most N pages of 500 (default: all; etcd 3.4
+                        pages through 1M keys in ~45 min, its limit is applied after a full index scan)
   --no-ours-3m          do not try 3-member clusters of ours (shown as n/a)
   --etcd=PATH           the real etcd (default /usr/bin/etcd)
   --benchmark=PATH      etcd's benchmark tool (default $BENCH_WORK/benchmark)
@@ -88,12 +107,16 @@ function parseArgs(argv: string[]): Options {
       case '--benchmark': o.benchmark = v; break;
       case '--out': o.outDir = path.resolve(v); break;
       case '--list': o.list = true; break;
+      case '--large-keys': o.largeKeys = Number(v); break;
+      case '--large-list-pages': o.largeListPages = Number(v); break;
       case '-h': case '--help': process.stdout.write(`${USAGE}\n`); process.exit(0); break;
       default: throw new Error(`unknown option ${a}\n${USAGE}`);
     }
   }
   if (o.quick && !repeatsGiven) o.repeats = 1;
   assert(Number.isInteger(o.repeats) && o.repeats >= 1 && o.repeats <= 20, '--repeats must be 1..20');
+  assert(o.largeListPages === undefined || (Number.isInteger(o.largeListPages) && o.largeListPages >= 1), '--large-list-pages must be >= 1');
+  assert(o.largeKeys === undefined || (Number.isInteger(o.largeKeys) && o.largeKeys >= 1000 && o.largeKeys <= 10_000_000), '--large-keys must be 1000..10000000');
   for (const s of o.systems) assert(s === 'etcd' || s === 'ours', `unknown system ${s}`);
   return o;
 }
@@ -122,6 +145,14 @@ function onInterrupt(signal: NodeJS.Signals): void {
   live.tool?.kill('SIGKILL');
   const c = live.cluster;
   void (c ? c.stop() : Promise.resolve()).finally(() => process.exit(130));
+}
+
+/** A bug in the generator must not leave servers running: stop what runs, then exit. */
+function onCrash(e: unknown): void {
+  process.stderr.write(`bench: crashed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+  live.tool?.kill('SIGKILL');
+  const c = live.cluster;
+  void (c ? c.stop(true) : Promise.resolve()).finally(() => process.exit(3));
 }
 
 function runTool(bin: string, args: string[], timeoutSec: number): Promise<ToolRun> {
@@ -153,6 +184,28 @@ function failed(error: string, wallSec = 0): Sample {
   return { ok: false, error, qps: 0, p50Ms: 0, p99Ms: 0, errors: 0, requests: 0, peakRssMiB: 0, cpuSec: 0, wallSec };
 }
 
+/** A case the harness drives with its own generator, in this process, under the case's time limit. */
+async function runCustom(c: BenchCase, cluster: Cluster, rawFile: string): Promise<Sample> {
+  assert(c.custom);
+  const log: string[] = [];
+  const t0 = performance.now();
+  const say = (msg: string): void => {
+    const line = `${((performance.now() - t0) / 1000).toFixed(1)}s ${c.name} ${cluster.system}: ${msg}`;
+    log.push(line);
+    process.stderr.write(`  ${line}\n`);
+  };
+  const deadlineMs = Date.now() + c.timeoutSec * 1000;
+  try {
+    const s = await withTimeout(CUSTOM_RUNNERS[c.custom]({ cluster, deadlineMs, log: say }, c.params ?? {}), c.timeoutSec * 1000, c.name);
+    fs.writeFileSync(rawFile, `${log.join('\n')}\n${JSON.stringify(s, null, 2)}\n`);
+    return { ok: true, ...s };
+  } catch (e) {
+    say(`failed: ${(e as Error).message}`);
+    fs.writeFileSync(rawFile, `${log.join('\n')}\n`);
+    return failed((e as Error).message, (performance.now() - t0) / 1000);
+  }
+}
+
 async function runOnce(c: BenchCase, system: SystemName, o: Options, rawFile: string): Promise<Sample> {
   const cluster = await startCluster(launcherFor(system, o), {
     members: c.members,
@@ -163,6 +216,11 @@ async function runOnce(c: BenchCase, system: SystemName, o: Options, rawFile: st
   live.cluster = cluster;
   let keepData = false;
   try {
+    if (c.custom) {
+      const s = await runCustom(c, cluster, rawFile);
+      keepData = !s.ok;
+      return s;
+    }
     if (c.seed.length > 0) await seedKeys(cluster.endpoints[0], c.seed, SEED_TIMEOUT_MS);
     const before = readProcs(cluster.pids);
     const args = [`--endpoints=${cluster.endpoints.join(',')}`, '--precise', ...c.toolArgs];
@@ -214,13 +272,16 @@ async function main(): Promise<number> {
   const o = parseArgs(process.argv.slice(2));
   process.once('SIGINT', onInterrupt);
   process.once('SIGTERM', onInterrupt);
-  const cases = selectCases(battery(o.quick ? QUICK : FULL), o.cases);
+  process.once('uncaughtException', onCrash);
+  process.once('unhandledRejection', onCrash);
+  const base = o.quick ? QUICK : FULL;
+  const cases = selectCases(battery({ ...base, largeKeys: o.largeKeys ?? base.largeKeys, largeListPages: o.largeListPages }), o.cases);
   if (o.list) {
     for (const c of cases) process.stdout.write(`${c.name.padEnd(22)} ${c.title}\n`);
     return 0;
   }
   assert(cases.length > 0, 'no case matches --cases');
-  assert(fs.existsSync(o.benchmark), `benchmark tool missing: ${o.benchmark} (run scripts/bench/build-benchmark.sh)`);
+  assert(cases.every((c) => c.custom) || fs.existsSync(o.benchmark), `benchmark tool missing: ${o.benchmark} (run scripts/bench/build-benchmark.sh)`);
   fs.mkdirSync(o.outDir, { recursive: true });
   fs.mkdirSync(o.workDir, { recursive: true });
   const command = `scripts/bench/bench.sh ${process.argv.slice(2).join(' ')}`.trim();
@@ -228,7 +289,7 @@ async function main(): Promise<number> {
   process.stderr.write(`bench: ${cases.length} cases x ${o.systems.join('+')} x ${o.repeats} repeat(s); output in ${o.outDir}\n${machine}\n`);
 
   const results = new Map<string, CaseResult>();
-  for (const c of cases) results.set(c.name, { name: c.name, title: c.title, unit: c.unit === 'req' ? 'requests' : 'events', note: c.note, etcd: [], ours: [] });
+  for (const c of cases) results.set(c.name, { name: c.name, title: c.title, unit: UNIT_NAMES[c.unit], note: c.note, targets: c.targets, etcd: [], ours: [] });
   let ours3mBroken: string | undefined = o.ours3m === 'no' ? 'n/a (not run)' : undefined;
 
   /** Rewritten after every run, so an interrupted battery still leaves its tables. */
@@ -243,7 +304,8 @@ async function main(): Promise<number> {
       machine,
       '```',
       '',
-      'Load generator: etcd 3.4.23 `tools/benchmark`; key 8 B, value 256 B; fresh data directory per run.',
+      'Load generator: etcd 3.4.23 `tools/benchmark` (key 8 B, value 256 B), and for large-store, idle-watchers and',
+      'kube-mix the harness\'s own (scripts/bench, grpc-js + protobufjs); fresh data directory per run.',
       'CPU is the servers\' own user+system time during the load (all members). Shared, noisy machine.',
       '',
       renderSummaryTable(all),

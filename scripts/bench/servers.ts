@@ -21,6 +21,14 @@ export interface Cluster {
   dataDir: string;
   /** Stops every member (SIGTERM, then SIGKILL after STOP_GRACE_MS) and removes the data unless keepData. */
   stop(keepData?: boolean): Promise<void>;
+  /**
+   * Stops every member, then starts them again on the same data (same ports and flags) and returns
+   * at once: the caller decides when the cluster is back (e.g. a read answers). `pids` is updated
+   * in place. stopMs is how long the stop took.
+   */
+  restart(): Promise<{ stopMs: number }>;
+  /** Why a member restarted by restart() has exited since, if one has. */
+  exitedSinceRestart(): string | undefined;
 }
 
 const MAX_MEMBERS = 5;
@@ -83,30 +91,38 @@ export async function startCluster(l: Launcher, o: StartOptions): Promise<Cluste
   for (let i = 1; i <= o.members; i++) members.push({ name: `m${i}`, clientPort: await freePort(), peerPort: await freePort() });
   const initialCluster = members.map((m) => `${m.name}=http://127.0.0.1:${m.peerPort}`).join(',');
   const children: ChildProcess[] = [];
-  const exited: string[] = [];
-  for (const m of members) {
-    const args = [
-      ...l.args,
-      `--name=${m.name}`,
-      `--data-dir=${path.join(dataDir, m.name)}`,
-      `--listen-client-urls=http://127.0.0.1:${m.clientPort}`,
-      `--advertise-client-urls=http://127.0.0.1:${m.clientPort}`,
-      `--listen-peer-urls=http://127.0.0.1:${m.peerPort}`,
-      `--initial-advertise-peer-urls=http://127.0.0.1:${m.peerPort}`,
-      `--initial-cluster=${initialCluster}`,
-      '--initial-cluster-state=new',
-      '--initial-cluster-token=bench',
-    ];
-    const log = fs.openSync(path.join(dataDir, `${m.name}.log`), 'w');
-    const child = spawn(l.command, args, { env: l.env, stdio: ['ignore', log, log] });
-    fs.closeSync(log);
-    child.once('exit', (code, signal) => exited.push(`${m.name} exited (${signal ?? code})`));
-    children.push(child);
-  }
+  let exited: string[] = [];
+  const spawnAll = (logFlag: 'w' | 'a'): void => {
+    const generation: string[] = [];
+    exited = generation;
+    children.length = 0;
+    for (const m of members) {
+      const args = [
+        ...l.args,
+        `--name=${m.name}`,
+        `--data-dir=${path.join(dataDir, m.name)}`,
+        `--listen-client-urls=http://127.0.0.1:${m.clientPort}`,
+        `--advertise-client-urls=http://127.0.0.1:${m.clientPort}`,
+        `--listen-peer-urls=http://127.0.0.1:${m.peerPort}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${m.peerPort}`,
+        `--initial-cluster=${initialCluster}`,
+        '--initial-cluster-state=new',
+        '--initial-cluster-token=bench',
+      ];
+      const log = fs.openSync(path.join(dataDir, `${m.name}.log`), logFlag);
+      const child = spawn(l.command, args, { env: l.env, stdio: ['ignore', log, log] });
+      fs.closeSync(log);
+      child.once('exit', (code, signal) => generation.push(`${m.name} exited (${signal ?? code})`));
+      children.push(child);
+    }
+    pids.length = 0;
+    for (const c of children) if (typeof c.pid === 'number') pids.push(c.pid);
+  };
   const endpoints = members.map((m) => `127.0.0.1:${m.clientPort}`);
-  const pids = children.map((c) => c.pid).filter((p): p is number => typeof p === 'number');
+  const pids: number[] = [];
+  spawnAll('w');
 
-  const stop = async (keepData = false): Promise<void> => {
+  const stopMembers = async (): Promise<void> => {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
     for (const c of children) {
       if (!(await waitExit(c, STOP_GRACE_MS))) {
@@ -114,8 +130,19 @@ export async function startCluster(l: Launcher, o: StartOptions): Promise<Cluste
         await waitExit(c, STOP_GRACE_MS);
       }
     }
+  };
+  const stop = async (keepData = false): Promise<void> => {
+    await stopMembers();
     if (!keepData) fs.rmSync(dataDir, { recursive: true, force: true });
   };
+  const restart = async (): Promise<{ stopMs: number }> => {
+    const t0 = performance.now();
+    await stopMembers();
+    const stopMs = performance.now() - t0;
+    spawnAll('a');
+    return { stopMs };
+  };
+  const exitedSinceRestart = (): string | undefined => (exited.length > 0 ? exited.join(', ') : undefined);
 
   const deadline = Date.now() + o.readyTimeoutMs;
   for (;;) {
@@ -130,5 +157,5 @@ export async function startCluster(l: Launcher, o: StartOptions): Promise<Cluste
     }
     await sleep(POLL_INTERVAL_MS);
   }
-  return { system: l.system, endpoints, pids, dataDir, stop };
+  return { system: l.system, endpoints, pids, dataDir, stop, restart, exitedSinceRestart };
 }

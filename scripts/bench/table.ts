@@ -21,6 +21,8 @@ export interface Sample {
   cpuSec: number;
   /** Wall time of the load itself. */
   wallSec: number;
+  /** Further figures of the cases the harness drives itself, by row label (which carries the unit). */
+  extra?: Record<string, number>;
 }
 
 export interface Summary {
@@ -98,6 +100,30 @@ export interface CaseResult {
   oursNote?: string;
   /** How to read the figures of this case. */
   note?: string;
+  /** Rows whose ours/etcd ratio is a target (e.g. resident size no larger than etcd's): stated under the table. */
+  targets?: RatioTarget[];
+}
+
+export interface RatioTarget {
+  /** An extra row label, or 'peak RSS MiB'. */
+  metric: string;
+  /** The ratio ours/etcd must not exceed. */
+  maxRatio: number;
+  what: string;
+}
+
+/** Row labels of the extra figures, in first-seen order over all runs of both systems. */
+export function extraLabels(c: CaseResult): string[] {
+  const labels = new Set<string>();
+  for (const s of [...c.etcd, ...c.ours]) for (const k of Object.keys(s.extra ?? {})) labels.add(k);
+  return [...labels];
+}
+
+/** Median of one extra figure over the successful runs that have it; undefined when none has. */
+export function extraMedian(samples: readonly Sample[], label: string): number | undefined {
+  const xs = samples.filter((s) => s.ok && s.extra && label in s.extra).map((s) => (s.extra as Record<string, number>)[label]);
+  const finite = xs.filter((x) => Number.isFinite(x));
+  return finite.length > 0 ? median(finite) : xs.length > 0 ? NaN : undefined;
 }
 
 interface Row {
@@ -138,8 +164,25 @@ export function renderCaseTable(c: CaseResult): string {
     const r = e && o ? ratio(row.pick(o), row.pick(e)) : null;
     lines.push(`| ${label} | ${cell(e, c.etcd, undefined, row.pick)} | ${cell(o, c.ours, c.oursNote, row.pick)} | ${fmtRatio(r)} |`);
   }
+  for (const label of extraLabels(c)) {
+    const ev = extraMedian(c.etcd, label);
+    const ov = extraMedian(c.ours, label);
+    const show = (v: number | undefined, s: Summary | null, samples: readonly Sample[], note?: string): string =>
+      v !== undefined ? fmt(v) : s ? '-' : cell(s, samples, note, () => 0);
+    lines.push(`| ${label} | ${show(ev, e, c.etcd)} | ${show(ov, o, c.ours, c.oursNote)} | ${fmtRatio(ratio(ov, ev))} |`);
+  }
   const notes: string[] = [];
   if (c.note) notes.push(c.note);
+  for (const t of c.targets ?? []) {
+    const pick = (xs: readonly Sample[], s: Summary | null): number | undefined =>
+      t.metric === 'peak RSS MiB' ? s?.peakRssMiB : extraMedian(xs, t.metric);
+    const r = ratio(pick(c.ours, o), pick(c.etcd, e));
+    notes.push(
+      r === null
+        ? `**${t.what}: ours/etcd n/a** (target <= ${t.maxRatio.toFixed(2)}x)`
+        : `**${t.what}: ours/etcd = ${r.toFixed(2)}x** (target <= ${t.maxRatio.toFixed(2)}x: ${r <= t.maxRatio ? 'met' : 'NOT met'})`,
+    );
+  }
   if (!e && c.etcd.length > 0) notes.push(`etcd: ${c.etcd[c.etcd.length - 1].error ?? 'failed'}`);
   if (!o && c.ours.length > 0) notes.push(`ours: ${c.ours[c.ours.length - 1].error ?? 'failed'}`);
   if (e && e.errors > 0) notes.push(`etcd: ${e.errors} failed requests (median)`);
