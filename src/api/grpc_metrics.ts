@@ -8,7 +8,9 @@
 import assert from 'node:assert';
 import { performance } from 'node:perf_hooks';
 import * as grpc from '@grpc/grpc-js';
+import { Counter } from 'prom-client';
 import type { EtcdMetrics, GrpcMethodMetrics, GrpcType } from '../metrics';
+import { grpcCodeName } from '../metrics/grpcmethods';
 
 /** grpc.status codes under the names grpc-js exports, used where etcd's handlers differ. */
 const CANCELLED = grpc.status.CANCELLED;
@@ -27,12 +29,50 @@ function codeOnClientCancel(path: string): number {
 /** Registered services have a few dozen methods; this only guards against misuse. */
 const MAX_METHODS = 512;
 
+/** What a call reports to; either prom-client directly or counts flushed before a scrape. */
+interface MethodSink {
+  started(): void;
+  handled(code: number, seconds?: number): void;
+  msgReceived(): void;
+  msgSent(): void;
+}
+
+/**
+ * Counts of one method kept as plain numbers on the hot path: a labelled prom-client inc
+ * hashes its labels every time (~1 µs, four or more per call). Added to the series before
+ * every scrape, so a scrape sees exactly what per-call increments would have shown.
+ */
+class PendingCounts implements MethodSink {
+  startedN = 0;
+  receivedN = 0;
+  sentN = 0;
+  /** By gRPC status code (0..16; anything else is rare and goes in `otherCodes`). */
+  readonly handledN: number[] = new Array<number>(17).fill(0);
+  readonly otherCodes = new Map<number, number>();
+
+  started(): void {
+    this.startedN++;
+  }
+  handled(code: number): void {
+    if (code >= 0 && code < 17) this.handledN[code]++;
+    else this.otherCodes.set(code, (this.otherCodes.get(code) ?? 0) + 1);
+  }
+  msgReceived(): void {
+    this.receivedN++;
+  }
+  msgSent(): void {
+    this.sentN++;
+  }
+}
+
 interface MethodEntry {
   readonly service: string;
   readonly method: string;
   readonly type: GrpcType;
   /** Created on first use, so methods etcd does not pre-register appear only once called. */
   metrics: GrpcMethodMetrics | undefined;
+  /** Set when counts are batched (see PendingCounts). */
+  pending: PendingCounts | undefined;
 }
 
 export class CallRecord {
@@ -43,14 +83,15 @@ export class CallRecord {
   private startMs = 0;
 
   constructor(
-    private readonly m: GrpcMethodMetrics,
+    private readonly m: MethodSink,
     private readonly path: string,
+    private readonly timed: boolean,
   ) {}
 
   begin(): void {
     if (this.begun || this.done) return;
     this.begun = true;
-    this.startMs = performance.now();
+    if (this.timed) this.startMs = performance.now();
     this.m.started();
     for (; this.receivedEarly > 0; this.receivedEarly--) this.m.msgReceived();
   }
@@ -67,7 +108,7 @@ export class CallRecord {
   finish(code: number): void {
     if (this.done) return;
     this.done = true;
-    if (this.begun) this.m.handled(code, (performance.now() - this.startMs) / 1000);
+    if (this.begun) this.m.handled(code, this.timed ? (performance.now() - this.startMs) / 1000 : undefined);
   }
 
   cancelled(deadlinePassed: boolean): void {
@@ -100,23 +141,96 @@ function deadlinePassed(call: grpc.ServerInterceptingCallInterface): boolean {
   return Number.isFinite(ms) && ms <= Date.now();
 }
 
+/**
+ * A call's record rides on its Metadata object (grpc-js hands the same object from the
+ * interceptor to the handler) under a private symbol: a WeakMap entry per call cost more.
+ */
+const RECORD = Symbol('grpcMetricsCallRecord');
+
+function linkRecord(md: grpc.Metadata, rec: CallRecord): void {
+  (md as unknown as Record<symbol, CallRecord | undefined>)[RECORD] = rec;
+}
+
+function recordOf(md: grpc.Metadata): CallRecord | undefined {
+  return (md as unknown as Record<symbol, CallRecord | undefined>)[RECORD];
+}
+
+/** The go-grpc-prometheus counters by name, when the registry has all of them as Counters. */
+function batchableCounters(metrics: EtcdMetrics): { started: Counter; handled: Counter; received: Counter; sent: Counter } | undefined {
+  // The handling-time histogram (--metrics=extensive) is observed per call: keep per-call counting then.
+  if (metrics.registry.getSingleMetric('grpc_server_handling_seconds') !== undefined) return undefined;
+  const get = (name: string): Counter | undefined => {
+    const m = metrics.registry.getSingleMetric(name);
+    return m instanceof Counter ? m : undefined;
+  };
+  const started = get('grpc_server_started_total');
+  const handled = get('grpc_server_handled_total');
+  const received = get('grpc_server_msg_received_total');
+  const sent = get('grpc_server_msg_sent_total');
+  if (!started || !handled || !received || !sent) return undefined;
+  return { started, handled, received, sent };
+}
+
 export function createGrpcInstrumentation(metrics: EtcdMetrics): GrpcInstrumentation {
   const methods = new Map<string, MethodEntry>();
-  const records = new WeakMap<grpc.Metadata, CallRecord>();
-  const sentBytes = metrics.network.clientGrpcSentBytes;
-  const receivedBytes = metrics.network.clientGrpcReceivedBytes;
+  const sentBytesCounter = metrics.network.clientGrpcSentBytes;
+  const receivedBytesCounter = metrics.network.clientGrpcReceivedBytes;
+  let sentBytes = 0;
+  let receivedBytes = 0;
+  let counters = batchableCounters(metrics);
+  const timed = counters === undefined;
+
+  const flush = (): void => {
+    if (sentBytes > 0) sentBytesCounter.inc(sentBytes);
+    if (receivedBytes > 0) receivedBytesCounter.inc(receivedBytes);
+    sentBytes = 0;
+    receivedBytes = 0;
+    if (counters === undefined) return;
+    for (const e of methods.values()) {
+      const p = e.pending;
+      if (p === undefined) continue;
+      const labels = { grpc_method: e.method, grpc_service: e.service, grpc_type: e.type };
+      if (p.startedN > 0) counters.started.inc(labels, p.startedN);
+      if (p.receivedN > 0) counters.received.inc(labels, p.receivedN);
+      if (p.sentN > 0) counters.sent.inc(labels, p.sentN);
+      p.startedN = 0;
+      p.receivedN = 0;
+      p.sentN = 0;
+      for (let code = 0; code < p.handledN.length; code++) {
+        if (p.handledN[code] === 0) continue;
+        counters.handled.inc({ ...labels, grpc_code: grpcCodeName(code) }, p.handledN[code]);
+        p.handledN[code] = 0;
+      }
+      for (const [code, n] of p.otherCodes) counters.handled.inc({ ...labels, grpc_code: grpcCodeName(code) }, n);
+      p.otherCodes.clear();
+    }
+  };
+  try {
+    metrics.beforeScrape(flush);
+  } catch {
+    // No room for another scrape hook: count per call instead (bytes included).
+    counters = undefined;
+  }
+  const batched = counters !== undefined;
+
+  const sinkOf = (entry: MethodEntry): MethodSink => {
+    // Creating the method's handles also creates its zero-valued series.
+    entry.metrics ??= metrics.grpc.method(entry.service, entry.method, entry.type);
+    if (!batched) return entry.metrics;
+    entry.pending ??= new PendingCounts();
+    return entry.pending;
+  };
 
   const interceptor: grpc.ServerInterceptor = (desc, call) => {
     const entry = methods.get(desc.path);
     // Not one of ours (cannot happen: grpc-js answers unknown paths before interceptors).
     if (entry === undefined) return new grpc.ServerInterceptingCall(call);
-    entry.metrics ??= metrics.grpc.method(entry.service, entry.method, entry.type);
-    const rec = new CallRecord(entry.metrics, desc.path);
+    const rec = new CallRecord(sinkOf(entry), desc.path, timed);
     return new grpc.ServerInterceptingCall(call, {
       start: (next) => {
         next({
           onReceiveMetadata: (md, nextMd) => {
-            records.set(md, rec);
+            linkRecord(md, rec);
             nextMd(md);
           },
           onReceiveMessage: (msg, nextMsg) => {
@@ -143,18 +257,20 @@ export function createGrpcInstrumentation(metrics: EtcdMetrics): GrpcInstrumenta
       // The path ("/pkg.Service/Method") carries the proto's method name, as Go reports it.
       const method = m.path.slice(m.path.lastIndexOf('/') + 1);
       assert(methods.size < MAX_METHODS, 'too many gRPC methods to instrument');
-      methods.set(m.path, { service: serviceName, method, type: grpcTypeOf(m), metrics: undefined });
+      methods.set(m.path, { service: serviceName, method, type: grpcTypeOf(m), metrics: undefined, pending: undefined });
       const decode = m.requestDeserialize;
       const encode = m.responseSerialize;
       out[name] = {
         ...m,
         requestDeserialize: (bytes: Buffer): unknown => {
-          receivedBytes.inc(bytes.length);
+          if (batched) receivedBytes += bytes.length;
+          else receivedBytesCounter.inc(bytes.length);
           return decode(bytes);
         },
         responseSerialize: (value: unknown): Buffer => {
           const b = encode(value);
-          sentBytes.inc(b.length);
+          if (batched) sentBytes += b.length;
+          else sentBytesCounter.inc(b.length);
           return b;
         },
       };
@@ -167,7 +283,7 @@ export function createGrpcInstrumentation(metrics: EtcdMetrics): GrpcInstrumenta
     for (const [name, h] of Object.entries(impl)) {
       const handler = h as unknown as (call: { metadata: grpc.Metadata }, ...rest: unknown[]) => void;
       out[name] = ((call: { metadata: grpc.Metadata }, ...rest: unknown[]) => {
-        records.get(call.metadata)?.begin();
+        recordOf(call.metadata)?.begin();
         handler(call, ...rest);
       }) as unknown as grpc.UntypedHandleCall;
     }
@@ -177,9 +293,8 @@ export function createGrpcInstrumentation(metrics: EtcdMetrics): GrpcInstrumenta
   const track = (path: string, md: grpc.Metadata): CallRecord | undefined => {
     const entry = methods.get(path);
     if (entry === undefined) return undefined;
-    entry.metrics ??= metrics.grpc.method(entry.service, entry.method, entry.type);
-    const rec = new CallRecord(entry.metrics, path);
-    records.set(md, rec);
+    const rec = new CallRecord(sinkOf(entry), path, timed);
+    linkRecord(md, rec);
     return rec;
   };
 

@@ -30,6 +30,8 @@ export function unimplemented<Req, Res>(name: string): grpc.handleUnaryCall<Req,
 }
 
 const wireSizes = new WeakMap<object, number>();
+/** Methods whose handlers never ask wireSizeOf. */
+const UNSIZED_METHODS = new Set(['Range']);
 
 /**
  * A copy of a service definition whose request decoders remember each request's encoded
@@ -38,6 +40,11 @@ const wireSizes = new WeakMap<object, number>();
 export function withWireSizes(def: grpc.ServiceDefinition): grpc.ServiceDefinition {
   const out: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
   for (const [name, m] of Object.entries(def as Record<string, grpc.MethodDefinition<unknown, unknown>>)) {
+    // etcd checks no size on reads: a WeakMap entry per Range was a measurable cost.
+    if (UNSIZED_METHODS.has(name)) {
+      out[name] = m;
+      continue;
+    }
     const decode = m.requestDeserialize;
     out[name] = {
       ...m,

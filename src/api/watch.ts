@@ -49,8 +49,24 @@ function toPbKv(kv: KeyValue): pb.KeyValue {
   } as pb.KeyValue;
 }
 
+/**
+ * Wire events by store event: one committed event goes to every watcher of its key, and the
+ * hub hands them all the same MvccEvent object. Frozen, so the encoder may keep their bytes
+ * (src/pb/kv_wire.ts) and nothing can change them between watchers.
+ */
+const pbEvents = new WeakMap<MvccEvent, pb.Event>();
+
 function toPbEvent(ev: MvccEvent): pb.Event {
-  return { type: ev.type, kv: toPbKv(ev.kv), prevKv: ev.prevKv ? toPbKv(ev.prevKv) : null } as pb.Event;
+  let out = pbEvents.get(ev);
+  if (out === undefined) {
+    out = Object.freeze({
+      type: ev.type,
+      kv: Object.freeze(toPbKv(ev.kv)),
+      prevKv: ev.prevKv ? Object.freeze(toPbKv(ev.prevKv)) : null,
+    }) as pb.Event;
+    pbEvents.set(ev, out);
+  }
+  return out;
 }
 
 function toNumber(v: string | number | null | undefined): number {

@@ -114,13 +114,9 @@ export class Applier {
     for (const key of ttl?.keys ?? []) this.d.auth.store.checkPut(ai, key);
   }
 
-  private dispatch(req: pb.InternalRaftRequest, index: number): unknown {
+  /** Put, DeleteRange and Txn; undefined when the entry is none of them. */
+  private dispatchKv(req: pb.InternalRaftRequest): unknown {
     const { mvcc } = this.d;
-    this.checkAuth(req);
-    if (this.d.auth) {
-      const r = applyAuthRequest(this.d.auth.store, this.d.auth.tokens, req, index);
-      if (r !== undefined) return r;
-    }
     if (req.put) {
       this.checkCapacity(true);
       const txn = mvcc.write();
@@ -142,6 +138,19 @@ export class Applier {
     if (req.txn) {
       this.checkCapacity(!txnIsReadOnly(req.txn));
       return applyTxn(mvcc, this.leases(), req.txn);
+    }
+    return undefined;
+  }
+
+  private dispatch(req: pb.InternalRaftRequest, index: number): unknown {
+    const { mvcc } = this.d;
+    this.checkAuth(req);
+    // KV requests first: nearly every entry is one, and an entry carries a single request.
+    const kv = this.dispatchKv(req);
+    if (kv !== undefined) return kv;
+    if (this.d.auth) {
+      const r = applyAuthRequest(this.d.auth.store, this.d.auth.tokens, req, index);
+      if (r !== undefined) return r;
     }
     if (req.leaseGrant) {
       this.checkCapacity(true);

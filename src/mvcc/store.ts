@@ -237,7 +237,7 @@ export class MvccStore {
     const ok = this.index.tombstone(keyStr, rev, sub);
     assert(ok, 'tombstone of a key that does not exist');
     this.ops.deletes++;
-    return { ...tomb, modRevision: rev };
+    return { key, createRevision: 0, modRevision: rev, version: 0, value: EMPTY, lease: 0n };
   }
 
   /** @internal */

@@ -6,7 +6,9 @@ import assert from 'node:assert';
 import path from 'node:path';
 import * as protobuf from 'protobufjs';
 import { LOADER_OPTIONS, PROTO_FILES, protoDir } from './load';
+import { decodeInternalFast, encodeInternalFast } from './internal_wire';
 import type { InternalRaftRequest, MessageByName, MessageInit, MessageName } from './types';
+import { NotFast } from './wire';
 
 const CONVERSION: protobuf.IConversionOptions = {
   longs: LOADER_OPTIONS.longs,
@@ -63,11 +65,24 @@ export function decodeMessage<N extends MessageName>(name: N, buf: Uint8Array): 
 /** Serialize the raft entry payload. The request must carry exactly one operation. */
 export function encodeInternalRequest(req: MessageInit<InternalRaftRequest>): Buffer {
   assert(req.ID !== undefined || req.header != null, 'InternalRaftRequest needs an ID or header.ID');
+  // KV requests (nearly every entry) have a hand-written encoder; it yields protobufjs's bytes.
+  try {
+    const fast = encodeInternalFast(req as Record<string, unknown>);
+    if (fast !== null) return fast;
+  } catch (e) {
+    if (!(e instanceof NotFast)) throw e;
+  }
   return encodeMessage('etcdserverpb.InternalRaftRequest', req);
 }
 
 /** Parse a raft entry payload written by encodeInternalRequest (or by etcd). */
 export function decodeInternalRequest(buf: Uint8Array): InternalRaftRequest {
+  try {
+    const fast = decodeInternalFast(asBuffer(buf));
+    if (fast !== null) return fast;
+  } catch (e) {
+    if (!(e instanceof NotFast)) throw e;
+  }
   return decodeMessage('etcdserverpb.InternalRaftRequest', buf);
 }
 

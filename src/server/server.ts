@@ -634,10 +634,14 @@ export class EtcdServer implements EtcdServerApi {
   private async propose(req: pb.InternalRaftRequest, ai: AuthInfo | null = null): Promise<unknown> {
     if (this.stopped) throw etcdError('Stopped');
     // Like etcd's raft node, a proposal waits (bounded) for a leader instead of failing at once.
-    await this.waitLeader();
+    // (Checked first so the common case costs no extra promise turn.)
+    if (this.leaderId === 0n) await this.waitLeader();
     if (this.committedIndex - this.appliedIndex > MAX_APPLY_GAP) throw etcdError('RequestTooManyRequests');
     const id = this.idGen.next().toString();
-    const full: pb.InternalRaftRequest = { ...req, header: { ID: id, username: ai?.username ?? '', authRevision: String(ai?.revision ?? 0) } } as pb.InternalRaftRequest;
+    // Not `{ ...req, header }`: V8 gives an object built that way a slow layout, and the encoder
+    // reads every field of it (measured at ~10 µs per proposal).
+    const full = Object.assign({}, req);
+    full.header = { ID: id, username: ai?.username ?? '', authRevision: String(ai?.revision ?? 0) };
     const data = encodeInternalRequest(full);
     if (data.length > this.cfg.maxRequestBytes) throw etcdError('RequestTooLarge');
     const wait = this.proposals.register(id, this.requestTimeoutMs, () => etcdError('Timeout'));
@@ -661,7 +665,7 @@ export class EtcdServer implements EtcdServerApi {
   /** Resolves when this member has applied everything committed before the call (linearizable read). */
   private async linearizableReadNotify(): Promise<void> {
     if (this.stopped) throw etcdError('Stopped');
-    await this.waitLeader();
+    if (this.leaderId === 0n) await this.waitLeader();
     if (this.readWaiters.length >= MAX_READ_WAITERS) throw etcdError('RequestTooManyRequests');
     const p = new Promise<void>((resolve, reject) => this.readWaiters.push({ resolve, reject }));
     this.issueReadIndex();
@@ -703,10 +707,14 @@ export class EtcdServer implements EtcdServerApi {
     retry.unref();
   }
 
+  /** Decimal IDs for headers, converted once (a bigint's toString on every response showed in profiles). */
+  private idStrings: { cluster: string; member: string } | null = null;
+
   header(revision?: number): pb.ResponseHeader {
+    const ids = (this.idStrings ??= { cluster: this.clusterId.toString(), member: this.memberId.toString() });
     return {
-      clusterId: this.clusterId.toString(),
-      memberId: this.memberId.toString(),
+      clusterId: ids.cluster,
+      memberId: ids.member,
       revision: String(revision ?? this.mvcc.currentRevision()),
       // The core's term directly: status() builds a progress map, too dear for every response.
       raftTerm: String(this.node.raw.raft.term),

@@ -1,0 +1,807 @@
+// Hand-written protobuf codecs of the messages on the hot path: the KV requests (decoded from
+// clients, and inside the raft entry), the KV and watch responses (encoded for clients). They
+// give exactly what protobufjs gives for the same bytes / objects (test/unit/pb/kv_wire.test.ts
+// checks that on randomized messages); input they are not sure about throws NotFast and the
+// caller falls back to protobufjs for the whole message.
+import type * as pb from './types';
+import {
+  NotFast,
+  Reader,
+  WIRE_DELIMITED,
+  WIRE_VARINT,
+  Writer,
+  bytesWire,
+  int32Size,
+  int32Wire,
+  int64Size,
+  int64Wire,
+  varintSize,
+  EMPTY_BYTES,
+} from './wire';
+
+// ---------------------------------------------------------------- encoding helpers
+
+/** Size of an int64/uint64 field that is omitted when zero. */
+function int64FieldSize(v: unknown, tagBytes = 1): number {
+  if (v === null || v === undefined) return 0;
+  const x = int64Wire(v);
+  return x === 0 ? 0 : tagBytes + int64Size(x);
+}
+
+function writeInt64Field(w: Writer, tag: number, v: unknown): void {
+  if (v === null || v === undefined) return;
+  const x = int64Wire(v);
+  if (x === 0) return;
+  w.tag(tag);
+  w.int64(x);
+}
+
+/** A oneof member: written whenever set, zero included. */
+function oneofInt64Size(v: unknown, tagBytes = 1): number {
+  return tagBytes + int64Size(int64Wire(v));
+}
+
+function enumFieldSize(v: unknown): number {
+  if (v === null || v === undefined) return 0;
+  const x = int32Wire(v);
+  return x === 0 ? 0 : 1 + int32Size(x);
+}
+
+function writeEnumField(w: Writer, tag: number, v: unknown): void {
+  if (v === null || v === undefined) return;
+  const x = v as number;
+  if (x === 0) return;
+  w.tag(tag);
+  w.int32(x);
+}
+
+function boolFieldSize(v: unknown): number {
+  return v ? 2 : 0;
+}
+
+function writeBoolField(w: Writer, tag: number, v: unknown): void {
+  if (!v) return;
+  w.tag(tag);
+  w.byte(1);
+}
+
+function bytesFieldSize(v: unknown, tagBytes = 1): number {
+  const b = bytesWire(v);
+  return b === null ? 0 : tagBytes + varintSize(b.length) + b.length;
+}
+
+function writeBytesField(w: Writer, tag: number, v: unknown): void {
+  const b = v as Uint8Array | null | undefined;
+  if (b === null || b === undefined || b.length === 0) return;
+  w.tag(tag);
+  w.bytes(b);
+}
+
+function stringFieldSize(v: unknown): number {
+  if (v === null || v === undefined) return 0;
+  if (typeof v !== 'string') throw new NotFast('string type');
+  if (v.length === 0) return 0;
+  const n = Buffer.byteLength(v, 'utf8');
+  return 1 + varintSize(n) + n;
+}
+
+function writeStringField(w: Writer, tag: number, v: unknown): void {
+  if (v === null || v === undefined || (v as string).length === 0) return;
+  w.tag(tag);
+  w.string(v as string, Buffer.byteLength(v as string, 'utf8'));
+}
+
+/** A sub-message or array element must be an object (protobufjs throws otherwise). */
+function isMessage(v: unknown): v is Record<string, unknown> {
+  if (v === null || typeof v !== 'object' || Array.isArray(v) || v instanceof Uint8Array) throw new NotFast('message type');
+  return true;
+}
+
+function repeated(v: unknown): readonly unknown[] | null {
+  if (v === null || v === undefined) return null;
+  if (!Array.isArray(v)) throw new NotFast('repeated type');
+  return v.length === 0 ? null : v;
+}
+
+function messageFieldSize(inner: number, tagBytes = 1): number {
+  return tagBytes + varintSize(inner) + inner;
+}
+
+// ---------------------------------------------------------------- response messages
+
+type Obj = Record<string, unknown>;
+
+export function responseHeaderSize(h: Obj): number {
+  return int64FieldSize(h.clusterId) + int64FieldSize(h.memberId) + int64FieldSize(h.revision) + int64FieldSize(h.raftTerm);
+}
+
+function writeResponseHeader(w: Writer, h: Obj): void {
+  writeInt64Field(w, 0x08, h.clusterId);
+  writeInt64Field(w, 0x10, h.memberId);
+  writeInt64Field(w, 0x18, h.revision);
+  writeInt64Field(w, 0x20, h.raftTerm);
+}
+
+export function keyValueSize(kv: Obj): number {
+  return (
+    bytesFieldSize(kv.key) +
+    int64FieldSize(kv.createRevision) +
+    int64FieldSize(kv.modRevision) +
+    int64FieldSize(kv.version) +
+    bytesFieldSize(kv.value) +
+    int64FieldSize(kv.lease)
+  );
+}
+
+function writeKeyValue(w: Writer, kv: Obj): void {
+  writeBytesField(w, 0x0a, kv.key);
+  writeInt64Field(w, 0x10, kv.createRevision);
+  writeInt64Field(w, 0x18, kv.modRevision);
+  writeInt64Field(w, 0x20, kv.version);
+  writeBytesField(w, 0x2a, kv.value);
+  writeInt64Field(w, 0x30, kv.lease);
+}
+
+/** A message field: tag, length, body; absent (null) fields write nothing. */
+function subSize(v: unknown, size: (o: Obj) => number, tagBytes = 1): number {
+  if (v === null || v === undefined) return 0;
+  isMessage(v);
+  return messageFieldSize(size(v as Obj), tagBytes);
+}
+
+function writeSub(w: Writer, tag: number, v: unknown, size: (o: Obj) => number, write: (w: Writer, o: Obj) => void): void {
+  if (v === null || v === undefined) return;
+  w.tag(tag);
+  w.varint(size(v as Obj));
+  write(w, v as Obj);
+}
+
+function repeatedSize(v: unknown, size: (o: Obj) => number): number {
+  const arr = repeated(v);
+  if (arr === null) return 0;
+  let n = 0;
+  for (const e of arr) {
+    isMessage(e);
+    n += messageFieldSize(size(e as Obj));
+  }
+  return n;
+}
+
+function writeRepeated(w: Writer, tag: number, v: unknown, size: (o: Obj) => number, write: (w: Writer, o: Obj) => void): void {
+  const arr = v as Obj[] | null | undefined;
+  if (arr === null || arr === undefined) return;
+  for (const e of arr) {
+    w.tag(tag);
+    w.varint(size(e));
+    write(w, e);
+  }
+}
+
+export function rangeResponseSize(r: Obj): number {
+  return subSize(r.header, responseHeaderSize) + repeatedSize(r.kvs, keyValueSize) + boolFieldSize(r.more) + int64FieldSize(r.count);
+}
+
+function writeRangeResponse(w: Writer, r: Obj): void {
+  writeSub(w, 0x0a, r.header, responseHeaderSize, writeResponseHeader);
+  writeRepeated(w, 0x12, r.kvs, keyValueSize, writeKeyValue);
+  writeBoolField(w, 0x18, r.more);
+  writeInt64Field(w, 0x20, r.count);
+}
+
+export function putResponseSize(r: Obj): number {
+  return subSize(r.header, responseHeaderSize) + subSize(r.prevKv, keyValueSize);
+}
+
+function writePutResponse(w: Writer, r: Obj): void {
+  writeSub(w, 0x0a, r.header, responseHeaderSize, writeResponseHeader);
+  writeSub(w, 0x12, r.prevKv, keyValueSize, writeKeyValue);
+}
+
+export function deleteRangeResponseSize(r: Obj): number {
+  return subSize(r.header, responseHeaderSize) + int64FieldSize(r.deleted) + repeatedSize(r.prevKvs, keyValueSize);
+}
+
+function writeDeleteRangeResponse(w: Writer, r: Obj): void {
+  writeSub(w, 0x0a, r.header, responseHeaderSize, writeResponseHeader);
+  writeInt64Field(w, 0x10, r.deleted);
+  writeRepeated(w, 0x1a, r.prevKvs, keyValueSize, writeKeyValue);
+}
+
+function responseOpSize(op: Obj): number {
+  return (
+    subSize(op.responseRange, rangeResponseSize) +
+    subSize(op.responsePut, putResponseSize) +
+    subSize(op.responseDeleteRange, deleteRangeResponseSize) +
+    subSize(op.responseTxn, txnResponseSize)
+  );
+}
+
+function writeResponseOp(w: Writer, op: Obj): void {
+  writeSub(w, 0x0a, op.responseRange, rangeResponseSize, writeRangeResponse);
+  writeSub(w, 0x12, op.responsePut, putResponseSize, writePutResponse);
+  writeSub(w, 0x1a, op.responseDeleteRange, deleteRangeResponseSize, writeDeleteRangeResponse);
+  writeSub(w, 0x22, op.responseTxn, txnResponseSize, writeTxnResponse);
+}
+
+export function txnResponseSize(r: Obj): number {
+  return subSize(r.header, responseHeaderSize) + boolFieldSize(r.succeeded) + repeatedSize(r.responses, responseOpSize);
+}
+
+function writeTxnResponse(w: Writer, r: Obj): void {
+  writeSub(w, 0x0a, r.header, responseHeaderSize, writeResponseHeader);
+  writeBoolField(w, 0x10, r.succeeded);
+  writeRepeated(w, 0x1a, r.responses, responseOpSize, writeResponseOp);
+}
+
+function eventBodySize(ev: Obj): number {
+  return enumFieldSize(ev.type) + subSize(ev.kv, keyValueSize) + subSize(ev.prevKv, keyValueSize);
+}
+
+function writeEventBody(w: Writer, ev: Obj): void {
+  writeEnumField(w, 0x08, ev.type);
+  writeSub(w, 0x12, ev.kv, keyValueSize, writeKeyValue);
+  writeSub(w, 0x1a, ev.prevKv, keyValueSize, writeKeyValue);
+}
+
+/**
+ * Encoded bodies of frozen events. One committed event goes to every watcher of its key in a
+ * response of its own; the watch adapter freezes the event objects it shares between them, so
+ * each is encoded once. Frozen objects cannot change, and the entries go with the objects.
+ */
+const encodedEvents = new WeakMap<object, Buffer>();
+
+function isFrozenEvent(ev: Obj): boolean {
+  return Object.isFrozen(ev) && (ev.kv == null || Object.isFrozen(ev.kv)) && (ev.prevKv == null || Object.isFrozen(ev.prevKv));
+}
+
+function encodedEvent(ev: Obj): Buffer | undefined {
+  if (!isFrozenEvent(ev)) return undefined;
+  let b = encodedEvents.get(ev);
+  if (b === undefined) {
+    const w = new Writer(Buffer.allocUnsafe(eventBodySize(ev)));
+    writeEventBody(w, ev);
+    b = w.done();
+    encodedEvents.set(ev, b);
+  }
+  return b;
+}
+
+function eventSize(ev: Obj): number {
+  return encodedEvent(ev)?.length ?? eventBodySize(ev);
+}
+
+function writeEvent(w: Writer, ev: Obj): void {
+  const b = encodedEvent(ev);
+  if (b === undefined) {
+    writeEventBody(w, ev);
+    return;
+  }
+  w.buf.set(b, w.pos);
+  w.pos += b.length;
+}
+
+export function watchResponseSize(r: Obj): number {
+  return (
+    subSize(r.header, responseHeaderSize) +
+    int64FieldSize(r.watchId) +
+    boolFieldSize(r.created) +
+    boolFieldSize(r.canceled) +
+    int64FieldSize(r.compactRevision) +
+    stringFieldSize(r.cancelReason) +
+    boolFieldSize(r.fragment) +
+    repeatedSize(r.events, eventSize)
+  );
+}
+
+function writeWatchResponse(w: Writer, r: Obj): void {
+  writeSub(w, 0x0a, r.header, responseHeaderSize, writeResponseHeader);
+  writeInt64Field(w, 0x10, r.watchId);
+  writeBoolField(w, 0x18, r.created);
+  writeBoolField(w, 0x20, r.canceled);
+  writeInt64Field(w, 0x28, r.compactRevision);
+  writeStringField(w, 0x32, r.cancelReason);
+  writeBoolField(w, 0x38, r.fragment);
+  writeRepeated(w, 0x5a, r.events, eventSize, writeEvent);
+}
+
+function encodeWith(obj: unknown, size: (o: Obj) => number, write: (w: Writer, o: Obj) => void): Buffer {
+  isMessage(obj);
+  const w = new Writer(Buffer.allocUnsafe(size(obj as Obj)));
+  write(w, obj as Obj);
+  return w.done();
+}
+
+/** The encoders below throw NotFast for input protobufjs must judge. */
+export const encodeRangeResponse = (r: pb.RangeResponse | Obj): Buffer => encodeWith(r, rangeResponseSize, writeRangeResponse);
+export const encodePutResponse = (r: pb.PutResponse | Obj): Buffer => encodeWith(r, putResponseSize, writePutResponse);
+export const encodeDeleteRangeResponse = (r: pb.DeleteRangeResponse | Obj): Buffer =>
+  encodeWith(r, deleteRangeResponseSize, writeDeleteRangeResponse);
+export const encodeTxnResponse = (r: pb.TxnResponse | Obj): Buffer => encodeWith(r, txnResponseSize, writeTxnResponse);
+export const encodeWatchResponse = (r: pb.WatchResponse | Obj): Buffer => encodeWith(r, watchResponseSize, writeWatchResponse);
+
+// ---------------------------------------------------------------- request messages (encode)
+
+export function rangeRequestSize(r: Obj): number {
+  return (
+    bytesFieldSize(r.key) +
+    bytesFieldSize(r.rangeEnd) +
+    int64FieldSize(r.limit) +
+    int64FieldSize(r.revision) +
+    enumFieldSize(r.sortOrder) +
+    enumFieldSize(r.sortTarget) +
+    boolFieldSize(r.serializable) +
+    boolFieldSize(r.keysOnly) +
+    boolFieldSize(r.countOnly) +
+    int64FieldSize(r.minModRevision) +
+    int64FieldSize(r.maxModRevision) +
+    int64FieldSize(r.minCreateRevision) +
+    int64FieldSize(r.maxCreateRevision)
+  );
+}
+
+export function writeRangeRequest(w: Writer, r: Obj): void {
+  writeBytesField(w, 0x0a, r.key);
+  writeBytesField(w, 0x12, r.rangeEnd);
+  writeInt64Field(w, 0x18, r.limit);
+  writeInt64Field(w, 0x20, r.revision);
+  writeEnumField(w, 0x28, r.sortOrder);
+  writeEnumField(w, 0x30, r.sortTarget);
+  writeBoolField(w, 0x38, r.serializable);
+  writeBoolField(w, 0x40, r.keysOnly);
+  writeBoolField(w, 0x48, r.countOnly);
+  writeInt64Field(w, 0x50, r.minModRevision);
+  writeInt64Field(w, 0x58, r.maxModRevision);
+  writeInt64Field(w, 0x60, r.minCreateRevision);
+  writeInt64Field(w, 0x68, r.maxCreateRevision);
+}
+
+export function putRequestSize(r: Obj): number {
+  return (
+    bytesFieldSize(r.key) +
+    bytesFieldSize(r.value) +
+    int64FieldSize(r.lease) +
+    boolFieldSize(r.prevKv) +
+    boolFieldSize(r.ignoreValue) +
+    boolFieldSize(r.ignoreLease)
+  );
+}
+
+export function writePutRequest(w: Writer, r: Obj): void {
+  writeBytesField(w, 0x0a, r.key);
+  writeBytesField(w, 0x12, r.value);
+  writeInt64Field(w, 0x18, r.lease);
+  writeBoolField(w, 0x20, r.prevKv);
+  writeBoolField(w, 0x28, r.ignoreValue);
+  writeBoolField(w, 0x30, r.ignoreLease);
+}
+
+export function deleteRangeRequestSize(r: Obj): number {
+  return bytesFieldSize(r.key) + bytesFieldSize(r.rangeEnd) + boolFieldSize(r.prevKv);
+}
+
+export function writeDeleteRangeRequest(w: Writer, r: Obj): void {
+  writeBytesField(w, 0x0a, r.key);
+  writeBytesField(w, 0x12, r.rangeEnd);
+  writeBoolField(w, 0x18, r.prevKv);
+}
+
+function compareSize(c: Obj): number {
+  let n = enumFieldSize(c.result) + enumFieldSize(c.target) + bytesFieldSize(c.key);
+  // oneof target_union: every member that is set goes out, zero or not (as protobufjs).
+  if (c.version != null) n += oneofInt64Size(c.version);
+  if (c.createRevision != null) n += oneofInt64Size(c.createRevision);
+  if (c.modRevision != null) n += oneofInt64Size(c.modRevision);
+  if (c.value != null) {
+    const b = c.value;
+    if (!(b instanceof Uint8Array)) throw new NotFast('bytes type');
+    n += 1 + varintSize(b.length) + b.length;
+  }
+  if (c.lease != null) n += oneofInt64Size(c.lease);
+  return n + bytesFieldSize(c.rangeEnd, 2);
+}
+
+function writeCompare(w: Writer, c: Obj): void {
+  writeEnumField(w, 0x08, c.result);
+  writeEnumField(w, 0x10, c.target);
+  writeBytesField(w, 0x1a, c.key);
+  if (c.version != null) {
+    w.tag(0x20);
+    w.int64(int64Wire(c.version));
+  }
+  if (c.createRevision != null) {
+    w.tag(0x28);
+    w.int64(int64Wire(c.createRevision));
+  }
+  if (c.modRevision != null) {
+    w.tag(0x30);
+    w.int64(int64Wire(c.modRevision));
+  }
+  if (c.value != null) {
+    w.tag(0x3a);
+    w.bytes(c.value as Uint8Array);
+  }
+  if (c.lease != null) {
+    w.tag(0x40);
+    w.int64(int64Wire(c.lease));
+  }
+  writeBytesField(w, (64 << 3) | WIRE_DELIMITED, c.rangeEnd);
+}
+
+function requestOpSize(op: Obj): number {
+  return (
+    subSize(op.requestRange, rangeRequestSize) +
+    subSize(op.requestPut, putRequestSize) +
+    subSize(op.requestDeleteRange, deleteRangeRequestSize) +
+    subSize(op.requestTxn, txnRequestSize)
+  );
+}
+
+function writeRequestOp(w: Writer, op: Obj): void {
+  writeSub(w, 0x0a, op.requestRange, rangeRequestSize, writeRangeRequest);
+  writeSub(w, 0x12, op.requestPut, putRequestSize, writePutRequest);
+  writeSub(w, 0x1a, op.requestDeleteRange, deleteRangeRequestSize, writeDeleteRangeRequest);
+  writeSub(w, 0x22, op.requestTxn, txnRequestSize, writeTxnRequest);
+}
+
+export function txnRequestSize(r: Obj): number {
+  return repeatedSize(r.compare, compareSize) + repeatedSize(r.success, requestOpSize) + repeatedSize(r.failure, requestOpSize);
+}
+
+export function writeTxnRequest(w: Writer, r: Obj): void {
+  writeRepeated(w, 0x0a, r.compare, compareSize, writeCompare);
+  writeRepeated(w, 0x12, r.success, requestOpSize, writeRequestOp);
+  writeRepeated(w, 0x1a, r.failure, requestOpSize, writeRequestOp);
+}
+
+export function compactionRequestSize(r: Obj): number {
+  return int64FieldSize(r.revision) + boolFieldSize(r.physical);
+}
+
+export function writeCompactionRequest(w: Writer, r: Obj): void {
+  writeInt64Field(w, 0x08, r.revision);
+  writeBoolField(w, 0x10, r.physical);
+}
+
+export function requestHeaderSize(h: Obj): number {
+  return int64FieldSize(h.ID) + stringFieldSize(h.username) + int64FieldSize(h.authRevision);
+}
+
+export function writeRequestHeader(w: Writer, h: Obj): void {
+  writeInt64Field(w, 0x08, h.ID);
+  writeStringField(w, 0x12, h.username);
+  writeInt64Field(w, 0x18, h.authRevision);
+}
+
+export { subSize, writeSub, int64FieldSize, writeInt64Field };
+
+// ---------------------------------------------------------------- request messages (decode)
+// Objects in the proto-loader shape (src/pb/types.ts): every field present with its default,
+// keys in the order protobufjs's toObject creates them.
+
+function wrongType(): never {
+  throw new NotFast('unexpected wire type');
+}
+
+export function decodeRangeRequestAt(r: Reader, end: number): pb.RangeRequest {
+  const m: pb.RangeRequest = {
+    key: EMPTY_BYTES,
+    rangeEnd: EMPTY_BYTES,
+    limit: '0',
+    revision: '0',
+    sortOrder: 0,
+    sortTarget: 0,
+    serializable: false,
+    keysOnly: false,
+    countOnly: false,
+    minModRevision: '0',
+    maxModRevision: '0',
+    minCreateRevision: '0',
+    maxCreateRevision: '0',
+  };
+  while (r.pos < end) {
+    const t = r.varint();
+    const wt = t & 7;
+    switch (t >>> 3) {
+      case 1:
+        if (wt !== WIRE_DELIMITED) wrongType();
+        m.key = r.bytes();
+        break;
+      case 2:
+        if (wt !== WIRE_DELIMITED) wrongType();
+        m.rangeEnd = r.bytes();
+        break;
+      case 3:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.limit = r.int64String();
+        break;
+      case 4:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.revision = r.int64String();
+        break;
+      case 5:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.sortOrder = r.int32();
+        break;
+      case 6:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.sortTarget = r.int32();
+        break;
+      case 7:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.serializable = r.bool();
+        break;
+      case 8:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.keysOnly = r.bool();
+        break;
+      case 9:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.countOnly = r.bool();
+        break;
+      case 10:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.minModRevision = r.int64String();
+        break;
+      case 11:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.maxModRevision = r.int64String();
+        break;
+      case 12:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.minCreateRevision = r.int64String();
+        break;
+      case 13:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.maxCreateRevision = r.int64String();
+        break;
+      default:
+        r.skip(wt);
+    }
+  }
+  if (r.pos !== end) throw new NotFast('field overruns its message');
+  return m;
+}
+
+export function decodePutRequestAt(r: Reader, end: number): pb.PutRequest {
+  const m: pb.PutRequest = { key: EMPTY_BYTES, value: EMPTY_BYTES, lease: '0', prevKv: false, ignoreValue: false, ignoreLease: false };
+  while (r.pos < end) {
+    const t = r.varint();
+    const wt = t & 7;
+    switch (t >>> 3) {
+      case 1:
+        if (wt !== WIRE_DELIMITED) wrongType();
+        m.key = r.bytes();
+        break;
+      case 2:
+        if (wt !== WIRE_DELIMITED) wrongType();
+        m.value = r.bytes();
+        break;
+      case 3:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.lease = r.int64String();
+        break;
+      case 4:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.prevKv = r.bool();
+        break;
+      case 5:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.ignoreValue = r.bool();
+        break;
+      case 6:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.ignoreLease = r.bool();
+        break;
+      default:
+        r.skip(wt);
+    }
+  }
+  if (r.pos !== end) throw new NotFast('field overruns its message');
+  return m;
+}
+
+export function decodeDeleteRangeRequestAt(r: Reader, end: number): pb.DeleteRangeRequest {
+  const m: pb.DeleteRangeRequest = { key: EMPTY_BYTES, rangeEnd: EMPTY_BYTES, prevKv: false };
+  while (r.pos < end) {
+    const t = r.varint();
+    const wt = t & 7;
+    switch (t >>> 3) {
+      case 1:
+        if (wt !== WIRE_DELIMITED) wrongType();
+        m.key = r.bytes();
+        break;
+      case 2:
+        if (wt !== WIRE_DELIMITED) wrongType();
+        m.rangeEnd = r.bytes();
+        break;
+      case 3:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.prevKv = r.bool();
+        break;
+      default:
+        r.skip(wt);
+    }
+  }
+  if (r.pos !== end) throw new NotFast('field overruns its message');
+  return m;
+}
+
+const COMPARE_UNION = ['', '', '', '', 'version', 'createRevision', 'modRevision', 'value', 'lease'] as const;
+
+function decodeCompareAt(r: Reader, end: number): pb.Compare {
+  const m = { result: 0, target: 0, key: EMPTY_BYTES, rangeEnd: EMPTY_BYTES } as pb.Compare;
+  const o = m as unknown as Obj;
+  let member = '';
+  while (r.pos < end) {
+    const t = r.varint();
+    const wt = t & 7;
+    const f = t >>> 3;
+    switch (f) {
+      case 1:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.result = r.int32();
+        break;
+      case 2:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.target = r.int32();
+        break;
+      case 3:
+        if (wt !== WIRE_DELIMITED) wrongType();
+        m.key = r.bytes();
+        break;
+      case 4:
+      case 5:
+      case 6:
+      case 8: {
+        if (wt !== WIRE_VARINT) wrongType();
+        const name = COMPARE_UNION[f];
+        // Two different members: protobufjs and the wire disagree on which wins; let it decide.
+        if (member !== '' && member !== name) throw new NotFast('two oneof members');
+        member = name;
+        o[name] = r.int64String();
+        o.targetUnion = name;
+        break;
+      }
+      case 7:
+        if (wt !== WIRE_DELIMITED) wrongType();
+        if (member !== '' && member !== 'value') throw new NotFast('two oneof members');
+        member = 'value';
+        m.value = r.bytes();
+        m.targetUnion = 'value';
+        break;
+      case 64:
+        if (wt !== WIRE_DELIMITED) wrongType();
+        m.rangeEnd = r.bytes();
+        break;
+      default:
+        r.skip(wt);
+    }
+  }
+  if (r.pos !== end) throw new NotFast('field overruns its message');
+  return m;
+}
+
+const REQUEST_OP_MEMBERS = ['', 'requestRange', 'requestPut', 'requestDeleteRange', 'requestTxn'] as const;
+
+function decodeRequestOpAt(r: Reader, end: number): pb.RequestOp {
+  const m = {} as pb.RequestOp;
+  const o = m as unknown as Obj;
+  let member = '';
+  while (r.pos < end) {
+    const t = r.varint();
+    const wt = t & 7;
+    const f = t >>> 3;
+    if (f >= 1 && f <= 4) {
+      if (wt !== WIRE_DELIMITED) wrongType();
+      const name = REQUEST_OP_MEMBERS[f];
+      if (member !== '' && member !== name) throw new NotFast('two oneof members');
+      member = name;
+      const subEnd = r.messageEnd();
+      let v: unknown;
+      if (f === 1) v = decodeRangeRequestAt(r, subEnd);
+      else if (f === 2) v = decodePutRequestAt(r, subEnd);
+      else if (f === 3) v = decodeDeleteRangeRequestAt(r, subEnd);
+      else v = decodeTxnRequestAt(r, subEnd);
+      o[name] = v;
+      o.request = name;
+    } else {
+      r.skip(wt);
+    }
+  }
+  if (r.pos !== end) throw new NotFast('field overruns its message');
+  return m;
+}
+
+/** Nesting bound for txns (etcd limits ops, not depth; protobufjs stops at 100). */
+const MAX_TXN_DEPTH = 64;
+let txnDepth = 0;
+
+export function decodeTxnRequestAt(r: Reader, end: number): pb.TxnRequest {
+  if (txnDepth >= MAX_TXN_DEPTH) throw new NotFast('txn nesting');
+  txnDepth++;
+  try {
+    const m: pb.TxnRequest = { compare: [], success: [], failure: [] };
+    while (r.pos < end) {
+      const t = r.varint();
+      const wt = t & 7;
+      switch (t >>> 3) {
+        case 1:
+          if (wt !== WIRE_DELIMITED) wrongType();
+          m.compare.push(decodeCompareAt(r, r.messageEnd()));
+          break;
+        case 2:
+          if (wt !== WIRE_DELIMITED) wrongType();
+          m.success.push(decodeRequestOpAt(r, r.messageEnd()));
+          break;
+        case 3:
+          if (wt !== WIRE_DELIMITED) wrongType();
+          m.failure.push(decodeRequestOpAt(r, r.messageEnd()));
+          break;
+        default:
+          r.skip(wt);
+      }
+    }
+    if (r.pos !== end) throw new NotFast('field overruns its message');
+    return m;
+  } finally {
+    txnDepth--;
+  }
+}
+
+export function decodeCompactionRequestAt(r: Reader, end: number): pb.CompactionRequest {
+  const m: pb.CompactionRequest = { revision: '0', physical: false };
+  while (r.pos < end) {
+    const t = r.varint();
+    const wt = t & 7;
+    switch (t >>> 3) {
+      case 1:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.revision = r.int64String();
+        break;
+      case 2:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.physical = r.bool();
+        break;
+      default:
+        r.skip(wt);
+    }
+  }
+  if (r.pos !== end) throw new NotFast('field overruns its message');
+  return m;
+}
+
+export function decodeRequestHeaderAt(r: Reader, end: number): pb.RequestHeader {
+  const m: pb.RequestHeader = { ID: '0', username: '', authRevision: '0' };
+  while (r.pos < end) {
+    const t = r.varint();
+    const wt = t & 7;
+    switch (t >>> 3) {
+      case 1:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.ID = r.uint64String();
+        break;
+      case 2:
+        if (wt !== WIRE_DELIMITED) wrongType();
+        m.username = r.string();
+        break;
+      case 3:
+        if (wt !== WIRE_VARINT) wrongType();
+        m.authRevision = r.uint64String();
+        break;
+      default:
+        r.skip(wt);
+    }
+  }
+  if (r.pos !== end) throw new NotFast('field overruns its message');
+  return m;
+}
+
+function decodeTop<T>(buf: Buffer, at: (r: Reader, end: number) => T): T {
+  const r = new Reader(buf);
+  return at(r, buf.length);
+}
+
+export const decodeRangeRequest = (buf: Buffer): pb.RangeRequest => decodeTop(buf, decodeRangeRequestAt);
+export const decodePutRequest = (buf: Buffer): pb.PutRequest => decodeTop(buf, decodePutRequestAt);
+export const decodeDeleteRangeRequest = (buf: Buffer): pb.DeleteRangeRequest => decodeTop(buf, decodeDeleteRangeRequestAt);
+export const decodeTxnRequest = (buf: Buffer): pb.TxnRequest => decodeTop(buf, decodeTxnRequestAt);
