@@ -7,14 +7,16 @@ import { clientConstructor } from '../../../src/pb/load';
 import { encodeMessage } from '../../../src/pb/internal';
 import type * as pb from '../../../src/pb/types';
 import type { CallAuth } from '../../../src/server/types';
-import { call, startHarness, type Harness } from './harness';
+import { call, startHarness, waitFor, type Harness } from './harness';
 import { FakeServer } from './fake_server';
 
 class RecordingServer extends FakeServer {
   lastAuth: CallAuth | undefined;
   putDelayMs = 0;
+  putsStarted = 0;
   override async put(req: pb.PutRequest, ctx?: CallAuth): Promise<pb.PutResponse> {
     this.lastAuth = ctx;
+    this.putsStarted++;
     if (this.putDelayMs > 0) await new Promise((r) => setTimeout(r, this.putDelayMs));
     return super.put(req);
   }
@@ -122,16 +124,18 @@ describe('fast unary path for KV', () => {
 
   it('survives a client that cancels while the server works, and keeps serving', async () => {
     fake.putDelayMs = 100;
+    const kv = h.client('etcdserverpb.KV');
     try {
-      const kv = h.client('etcdserverpb.KV');
+      const started = fake.putsStarted;
       const c = (kv as unknown as { Put: (r: unknown, cb: (e: grpc.ServiceError | null) => void) => grpc.ClientUnaryCall }).Put({ key: b('slow'), value: b('v') }, () => undefined);
-      await new Promise((r) => setTimeout(r, 20));
+      await waitFor(() => fake.putsStarted > started, 5000, 'the server to start the put');
       c.cancel();
-      await new Promise((r) => setTimeout(r, 150));
+      // The server finishes the write it began; its answer goes nowhere.
+      await waitFor(() => fake.kvs.has('slow'), 5000, 'the cancelled put to complete on the server');
     } finally {
       fake.putDelayMs = 0;
     }
-    const r = await call<{ kvs: unknown[] }>(h.client('etcdserverpb.KV'), 'Range', { key: b('slow') });
+    const r = await call<{ kvs: unknown[] }>(kv, 'Range', { key: b('slow') });
     expect(r.kvs.length).toBe(1);
   });
 
