@@ -102,8 +102,12 @@ function copyOut(data: Uint8Array, start: number, len: number): Buffer {
   return out;
 }
 
-/** Decodes a record; the returned buffers are copies (LMDB memory may be reused). */
-export function decodeKeyValue(data: Uint8Array): KeyValue {
+/**
+ * Decodes a record; the returned buffers are copies (LMDB memory may be reused). With
+ * `withoutValue` the value is left empty (rebuilding the index at start-up reads every record
+ * and needs none of their values).
+ */
+export function decodeKeyValue(data: Uint8Array, withoutValue = false): KeyValue {
   const buf = data;
   const kv: KeyValue = { key: EMPTY, createRevision: 0, modRevision: 0, version: 0, value: EMPTY, lease: 0n };
   let p = 0;
@@ -158,7 +162,7 @@ export function decodeKeyValue(data: Uint8Array): KeyValue {
       case 0x2a: {
         const len = readSmall();
         assert(p + len <= buf.length, 'truncated value');
-        kv.value = copyOut(buf, p, len);
+        if (!withoutValue) kv.value = copyOut(buf, p, len);
         p += len;
         break;
       }

@@ -375,7 +375,7 @@ export class MvccStore {
       const r = bytesToRev(key);
       assert(r.main >= lastMain || lastMain === 1, 'records out of order');
       lastMain = r.main;
-      const kv = decodeKeyValue(value);
+      const kv = decodeKeyValue(value, true);
       const keyStr = kv.key.toString('latin1');
       const ki = this.index.keyIndex(keyStr);
       if (ki) {

@@ -204,6 +204,8 @@ export class Wal {
   private hardState: HardState | null;
   private snapshot: SnapshotMetadata | null;
   private closed = false;
+  /** The contents as read by open(), until the first write changes them. */
+  private opened: WalContents | null = null;
 
   private constructor(
     readonly dir: string,
@@ -267,7 +269,9 @@ export class Wal {
     }
     const wal = new Wal(dir, segmentBytes, segs, fd, intact, null);
     if (wal.hasAnyRecord()) {
-      const c = wal.readAll();
+      const c = wal.replayFiles();
+      // Start-up asks for the contents right after opening: keep them until the first write.
+      wal.opened = c;
       wal.identity = c.identity;
       wal.hardState = c.hardState;
       wal.snapshot = c.snapshot;
@@ -293,8 +297,13 @@ export class Wal {
     await this.syncer.sync();
   }
 
-  /** Everything the log holds, replayed from its files. */
+  /** Everything the log holds (read once when opened; after a write, replayed from the files). */
   readAll(): WalContents {
+    if (this.opened) return this.opened;
+    return this.replayFiles();
+  }
+
+  private replayFiles(): WalContents {
     const segs = this.segments;
     const bufs = segs.map((s) => fs.readFileSync(s.file));
     // First pass: the newest snapshot decides where the live log starts.
@@ -354,6 +363,7 @@ export class Wal {
 
   private append(buf: Buffer): void {
     assert(!this.closed, 'WAL is closed');
+    this.opened = null;
     let done = 0;
     while (done < buf.length) done += fs.writeSync(this.fd, buf, done, buf.length - done, this.offset + done);
     this.offset += buf.length;
