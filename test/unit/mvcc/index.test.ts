@@ -41,7 +41,7 @@ describe('KeyIndex', () => {
     ki.compact(7, avail2);
     // The generation that ended at 6 is gone; the current one has nothing <= 7.
     expect([...avail2]).toEqual([]);
-    expect(ki.generations.length).toBe(1);
+    expect(ki.generationCount()).toBe(1);
     expect(ki.get(8)?.createdMain).toBe(8);
   });
 
@@ -59,6 +59,53 @@ describe('KeyIndex', () => {
     const avail2 = new Set<string>();
     ki.compact(4, avail2);
     expect(ki.isEmpty()).toBe(true);
+  });
+});
+
+describe('KeyIndex compact form', () => {
+  it('a key with one revision answers like one with history, before and after compaction', () => {
+    const ki = new KeyIndex('a');
+    expect(ki.isEmpty()).toBe(true);
+    expect(ki.put(2, 0)).toBe(true);
+    expect(ki.isLive()).toBe(true);
+    expect(ki.get(1)).toBeNull();
+    expect(ki.get(2)).toEqual({ modMain: 2, modSub: 0, createdMain: 2, ver: 1 });
+    // Long history: grows past the exact-size copies into ordinary pushes.
+    for (let r = 3; r < 103; r++) expect(ki.put(r, 1)).toBe(false);
+    expect(ki.get(50)).toEqual({ modMain: 50, modSub: 1, createdMain: 2, ver: 49 });
+    expect(ki.get(200)).toEqual({ modMain: 102, modSub: 1, createdMain: 2, ver: 101 });
+    const avail = new Set<string>();
+    ki.compact(102, avail);
+    expect([...avail]).toEqual(['102_1']);
+    expect(ki.get(101)).toBeNull();
+    expect(ki.get(102)).toEqual({ modMain: 102, modSub: 1, createdMain: 2, ver: 101 });
+    expect(ki.put(103, 0)).toBe(false);
+    expect(ki.get(103)?.ver).toBe(102);
+    expect(ki.get(102)?.ver).toBe(101);
+  });
+
+  it('deletes and recreates a restored single-revision key', () => {
+    const ki = new KeyIndex('a');
+    ki.restore(3, 7, 2, 4);
+    expect(ki.get(7)).toEqual({ modMain: 7, modSub: 2, createdMain: 3, ver: 4 });
+    expect(ki.get(6)).toBeNull();
+    expect(() => ki.put(7, 1)).toThrow();
+    expect(ki.tombstone(8, 0)).toBe(true);
+    expect(ki.isLive()).toBe(false);
+    expect(ki.get(7)?.ver).toBe(4);
+    expect(ki.get(8)).toBeNull();
+    expect(ki.put(9, 0)).toBe(true);
+    expect(ki.get(9)).toEqual({ modMain: 9, modSub: 0, createdMain: 9, ver: 1 });
+    expect(ki.generationCount()).toBe(2);
+    const keep = new Set<string>();
+    ki.keep(8, keep);
+    expect(keep.size).toBe(0); // the tombstone at the compact revision stays out of hashes
+    const avail = new Set<string>();
+    ki.compact(9, avail);
+    expect([...avail]).toEqual(['9_0']);
+    expect(ki.generationCount()).toBe(1);
+    expect(ki.get(8)).toBeNull();
+    expect(ki.get(9)?.createdMain).toBe(9);
   });
 });
 
