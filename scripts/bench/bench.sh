@@ -35,6 +35,8 @@ if [[ $build == 1 || ! -f "$snap/dist/scripts/bench/run.js" ]]; then
     [[ -f "$snap.tmp/$f" ]] || { echo "bench: snapshot build failed ($f missing):" >&2; cat "$snap.tmp/build.log" >&2; exit 1; }
   done
   cp -r "$root/proto" "$snap.tmp/proto"
+  # Ours runs through its launcher (bin/etcd: the node flags users get); it finds dist/ beside it.
+  mkdir -p "$snap.tmp/bin" && cp "$root/bin/etcd" "$snap.tmp/bin/etcd"
   ln -s "$root/node_modules" "$snap.tmp/node_modules"
   rm -rf "$snap" && mv "$snap.tmp" "$snap"
   (cd "$root" && git rev-parse --short HEAD 2>/dev/null && git status --short src | head -50) >"$snap/REVISION" || true

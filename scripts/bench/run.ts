@@ -121,13 +121,26 @@ function parseArgs(argv: string[]): Options {
   return o;
 }
 
+/**
+ * The node flags bin/etcd starts ours with (its `exec node <flags> "$main"` line), so a run that
+ * must launch node itself (--cpu-prof is refused in NODE_OPTIONS) measures the same process.
+ */
+function launcherNodeFlags(binEtcd: string): string[] {
+  if (!fs.existsSync(binEtcd)) return [];
+  const m = /^exec node (.*?) ?"\$main"/m.exec(fs.readFileSync(binEtcd, 'utf8'));
+  return m && m[1] ? m[1].split(/\s+/).filter((f) => f.startsWith('--')) : [];
+}
+
 function launcherFor(system: SystemName, o: Options): Launcher {
   if (system === 'etcd') return { system, command: o.etcdBin, args: [], env: { ...process.env } };
-  if (o.oursBin) {
+  // The snapshot carries bin/etcd: ours runs as users run it, with its node flags.
+  const snapBin = path.resolve(path.dirname(o.oursMain), '..', '..', 'bin', 'etcd');
+  const oursBin = o.oursBin ?? (o.oursNodeFlags.length === 0 && fs.existsSync(snapBin) ? snapBin : undefined);
+  if (oursBin) {
     const nodeOptions = [process.env.NODE_OPTIONS ?? '', ...o.oursNodeFlags].join(' ').trim();
-    return { system, command: o.oursBin, args: [], env: { ...process.env, NODE_OPTIONS: nodeOptions } };
+    return { system, command: oursBin, args: [], env: { ...process.env, NODE_OPTIONS: nodeOptions } };
   }
-  return { system, command: process.execPath, args: [...o.oursNodeFlags, o.oursMain], env: { ...process.env } };
+  return { system, command: process.execPath, args: [...launcherNodeFlags(snapBin), ...o.oursNodeFlags, o.oursMain], env: { ...process.env } };
 }
 
 interface ToolRun {
