@@ -3,6 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { KeyValue } from '../../../src/mvcc/types';
 import { closeStore, openStore } from './helpers';
+import { mulberry32 } from '../../helpers/random';
 
 type S = ReturnType<typeof openStore>;
 const opened: S[] = [];
@@ -10,17 +11,7 @@ afterEach(async () => {
   for (const s of opened.splice(0)) await closeStore(s).catch(() => undefined);
 });
 
-/** Deterministic PRNG (mulberry32) so a failure can be replayed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const rng = mulberry32;
 
 const KEYS = [
   Buffer.from([0x00]),

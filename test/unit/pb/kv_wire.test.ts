@@ -20,21 +20,12 @@ import {
 import { withFastCodecs } from '../../../src/pb/service_codecs';
 import type { MessageName } from '../../../src/pb/types';
 import { NotFast, Reader, Writer, int64Size, int64Wire } from '../../../src/pb/wire';
+import { mulberry32 } from '../../helpers/random';
 
 const MAX_U64 = 18446744073709551615n;
 const MAX_I64 = 9223372036854775807n;
 
-/** Deterministic PRNG (mulberry32) so a failure can be replayed by its seed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const rng = mulberry32;
 
 class Gen {
   constructor(readonly r: () => number) {}

@@ -12,18 +12,10 @@ import {
   StateType,
   decodeConfChange,
 } from '../../../src/raft';
+import { mulberry32 } from '../../helpers/random';
 
 /** Small deterministic PRNG (mulberry32) so tests never depend on Math.random. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const seededRandom = mulberry32;
 
 export function config(id: bigint, storage: MemoryStorage, over: Partial<RaftConfig> = {}): RaftConfig {
   return {

@@ -7,17 +7,8 @@ import type { MvccEvent } from '../../../src/mvcc/types';
 import { WatchFilter, type WatchStreamEvent } from '../../../src/watch/types';
 import type { Op } from './fake-store';
 import { params, setup, view } from './helpers';
+import { mulberry32 } from '../../helpers/random';
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const KEYS = ['a', 'a/1', 'a/2', 'ab', 'b', 'b/1', 'c', '\x00z', 'zz', 'é', 'ÿ/1', 'a\u0080'];
 
