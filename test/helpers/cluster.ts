@@ -3,10 +3,11 @@
 // cluster tests need: find the leader, kill/pause/restart members, partition and heal, join new
 // members with etcdctl, and record acknowledged writes under load.
 import assert from 'node:assert';
-import { ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { exited, releaseTempDir, signalGroup, spawnServer, stopGroup, trackTempDir, waitExit } from './child';
 import { etcdBin, REPO_ROOT } from './etcd-process';
 import { EtcdGrpc, Msg } from './grpc';
 import { freePort } from './ports';
@@ -18,47 +19,6 @@ const MAX_LOG_BYTES = 4 * 1024 * 1024;
 const MAX_LIFETIME_SEC = 600;
 const STOP_GRACE_MS = 10_000;
 const MAX_MEMBERS = 7;
-
-const live = new Set<ChildProcess>();
-const tempDirs = new Set<string>();
-let exitHookInstalled = false;
-
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  const killAll = (): void => {
-    for (const p of live) signalGroup(p, 'SIGKILL');
-    live.clear();
-    for (const d of tempDirs) fs.rmSync(d, { recursive: true, force: true });
-    tempDirs.clear();
-  };
-  process.on('exit', killAll);
-}
-
-function signalGroup(p: ChildProcess, sig: NodeJS.Signals): void {
-  if (p.pid === undefined || exited(p)) return;
-  try {
-    // The child leads its own process group (detached), holding `timeout` and the server.
-    process.kill(-p.pid, sig);
-  } catch {
-    // already gone
-  }
-}
-
-function exited(p: ChildProcess): boolean {
-  return p.exitCode !== null || p.signalCode !== null;
-}
-
-function waitExit(p: ChildProcess, timeoutMs: number): Promise<boolean> {
-  if (exited(p)) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const t = setTimeout(() => resolve(false), timeoutMs);
-    p.once('exit', () => {
-      clearTimeout(t);
-      resolve(true);
-    });
-  });
-}
 
 export interface MemberStatus {
   /** Member IDs as decimal strings (they use all 64 bits). */
@@ -125,21 +85,11 @@ export class ClusterMember {
   }
 
   private spawnProc(): void {
-    installExitHook();
-    const env: NodeJS.ProcessEnv = {};
-    // The server must not see our ETCD_BIN (etcd warns about unknown ETCD_* variables).
-    for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('ETCD')) env[k] = v;
     this.appendLog(`--- ${new Date().toISOString()} start ${this.bin} ${this.lastArgs.join(' ')}\n`);
-    const p = spawn('/usr/bin/timeout', ['-s', 'KILL', String(MAX_LIFETIME_SEC), this.bin, ...this.lastArgs], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-      env,
-    });
-    live.add(p);
+    const p = spawnServer(this.bin, this.lastArgs, MAX_LIFETIME_SEC);
     p.stdout?.on('data', (c: Buffer) => this.appendLog(c.toString('utf8')));
     p.stderr?.on('data', (c: Buffer) => this.appendLog(c.toString('utf8')));
     p.on('exit', (code, sig) => {
-      live.delete(p);
       this.appendLog(`--- ${new Date().toISOString()} exit code=${code} signal=${sig}\n`);
     });
     p.on('error', (e) => this.appendLog(`--- spawn error ${e.message}\n`));
@@ -242,11 +192,7 @@ export class ClusterMember {
     const p = this.proc;
     if (p === null || exited(p)) return;
     if (this.paused) this.resume();
-    signalGroup(p, 'SIGTERM');
-    if (!(await waitExit(p, STOP_GRACE_MS))) {
-      signalGroup(p, 'SIGKILL');
-      await waitExit(p, 5_000);
-    }
+    await stopGroup(p, STOP_GRACE_MS);
   }
 
   /** Wait for the process to exit by itself (e.g. after removal from the cluster). */
@@ -297,7 +243,7 @@ export class Cluster {
 
   private constructor(readonly opts: Required<ClusterOptions>) {
     this.baseDir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-cluster-'));
-    tempDirs.add(this.baseDir);
+    trackTempDir(this.baseDir);
     this.token = `tok-${path.basename(this.baseDir)}`;
   }
 
@@ -430,8 +376,7 @@ export class Cluster {
       m.closeClient();
       await m.proxy?.close();
     }
-    fs.rmSync(this.baseDir, { recursive: true, force: true });
-    tempDirs.delete(this.baseDir);
+    releaseTempDir(this.baseDir);
   }
 
   /** Logs of every member, for a failure message. */

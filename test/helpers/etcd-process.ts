@@ -1,9 +1,10 @@
 // Starts one etcd member (ours or the real one) as a child process for an integration test.
 import assert from 'node:assert';
-import { ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { signalGroup, spawnServer, stopGroup, trackTempDir, waitExit } from './child';
 import { EtcdGrpc } from './grpc';
 import { freePort } from './ports';
 import { sleepMs } from './wait';
@@ -49,57 +50,13 @@ const MAX_LOG_BYTES = 4 * 1024 * 1024;
 const MAX_LIFETIME_SEC = 900;
 const STOP_GRACE_MS = 10_000;
 
-const live = new Set<ChildProcess>();
-const tempDirs = new Set<string>();
-let exitHookInstalled = false;
-
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  const killAll = (): void => {
-    for (const p of live) killGroup(p, 'SIGKILL');
-    live.clear();
-    for (const d of tempDirs) fs.rmSync(d, { recursive: true, force: true });
-    tempDirs.clear();
-  };
-  process.on('exit', killAll);
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(sig, () => {
-      killAll();
-      process.exit(130);
-    });
-  }
-}
-
-function killGroup(p: ChildProcess, sig: NodeJS.Signals): void {
-  if (p.pid === undefined || p.exitCode !== null || p.signalCode !== null) return;
-  try {
-    // The child leads its own process group (detached), holding `timeout` and the server.
-    process.kill(-p.pid, sig);
-  } catch {
-    // already gone
-  }
-}
-
-function waitExit(p: ChildProcess, timeoutMs: number): Promise<boolean> {
-  if (p.exitCode !== null || p.signalCode !== null) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const t = setTimeout(() => resolve(false), timeoutMs);
-    p.once('exit', () => {
-      clearTimeout(t);
-      resolve(true);
-    });
-  });
-}
-
 /** Start a single-member cluster on free ports and wait until a gRPC Range succeeds. */
 export async function startEtcd(opts: StartOptions = {}): Promise<EtcdMember> {
-  installExitHook();
   const bin = opts.bin ?? etcdBin();
   const name = opts.name ?? 'it-member';
   const ownDataDir = opts.dataDir === undefined;
   const dataDir = opts.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-it-'));
-  if (ownDataDir) tempDirs.add(dataDir);
+  if (ownDataDir) trackTempDir(dataDir);
   const readyTimeoutMs = opts.readyTimeoutMs ?? 20_000;
 
   let logBuf: string[] = [];
@@ -123,7 +80,6 @@ export async function startEtcd(opts: StartOptions = {}): Promise<EtcdMember> {
     const clientUrl = `http://127.0.0.1:${clientPort}`;
     const peerUrl = `http://127.0.0.1:${peerPort}`;
     const args = [
-      '-s', 'KILL', String(MAX_LIFETIME_SEC), bin,
       `--name=${name}`,
       `--data-dir=${dataDir}`,
       `--listen-client-urls=${clientUrl}`,
@@ -133,16 +89,11 @@ export async function startEtcd(opts: StartOptions = {}): Promise<EtcdMember> {
       `--initial-cluster=${name}=${peerUrl}`,
       ...(opts.args ?? []),
     ];
-    // The server must not see our ETCD_BIN (etcd warns about unknown ETCD_* variables).
-    const env: NodeJS.ProcessEnv = {};
-    for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('ETCD')) env[k] = v;
-    appendLog(Buffer.from(`--- start ${bin} ${args.slice(4).join(' ')}\n`));
-    const p = spawn('/usr/bin/timeout', args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true, env });
-    live.add(p);
+    appendLog(Buffer.from(`--- start ${bin} ${args.join(' ')}\n`));
+    const p = spawnServer(bin, args, MAX_LIFETIME_SEC);
     p.stdout?.on('data', appendLog);
     p.stderr?.on('data', appendLog);
     p.on('exit', (code, sig) => {
-      live.delete(p);
       appendLog(Buffer.from(`--- exit code=${code} signal=${sig}\n`));
     });
     p.on('error', (e) => appendLog(Buffer.from(`--- spawn error ${e.message}\n`)));
@@ -182,7 +133,7 @@ export async function startEtcd(opts: StartOptions = {}): Promise<EtcdMember> {
       proc = p;
       break;
     } catch (e) {
-      killGroup(p, 'SIGKILL');
+      signalGroup(p, 'SIGKILL');
       await waitExit(p, 5_000);
       const portClash = /address already in use/i.test(logs());
       if (!portClash || attempt >= maxAttempts || !ownDataDir) {
@@ -206,15 +157,11 @@ export async function startEtcd(opts: StartOptions = {}): Promise<EtcdMember> {
     },
     async stop(): Promise<void> {
       assert(proc !== undefined);
-      killGroup(proc, 'SIGTERM');
-      if (!(await waitExit(proc, STOP_GRACE_MS))) {
-        killGroup(proc, 'SIGKILL');
-        await waitExit(proc, 5_000);
-      }
+      await stopGroup(proc, STOP_GRACE_MS);
     },
     async kill9(): Promise<void> {
       assert(proc !== undefined);
-      killGroup(proc, 'SIGKILL');
+      signalGroup(proc, 'SIGKILL');
       const gone = await waitExit(proc, 5_000);
       assert(gone, 'process did not exit after SIGKILL');
     },
@@ -225,7 +172,7 @@ export async function startEtcd(opts: StartOptions = {}): Promise<EtcdMember> {
       try {
         await waitReady(p);
       } catch (e) {
-        killGroup(p, 'SIGKILL');
+        signalGroup(p, 'SIGKILL');
         await waitExit(p, 5_000);
         throw new Error(`restart failed: ${(e as Error).message}\n--- logs:\n${logs().slice(-8000)}`);
       }

@@ -1,7 +1,7 @@
 // Runs etcd the way kubeadm's static pod does (its exact command line, kubeadm's certificates)
 // and talks to it the way kube-apiserver does: gRPC over mutual TLS.
 import assert from 'node:assert';
-import { ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
@@ -9,6 +9,7 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import type { CertPair, KubeadmPki } from './certs';
+import { releaseTempDir, spawnServer, stopGroup, trackTempDir } from './child';
 import { REPO_ROOT } from './etcd-process';
 import { freePort } from './ports';
 import { sleepMs } from './wait';
@@ -98,30 +99,6 @@ export function kubeadmEtcdArgs(
 
 const MAX_LOG_BYTES = 4 * 1024 * 1024;
 const MAX_LIFETIME_SEC = 900;
-const live = new Set<ChildProcess>();
-const tempDirs = new Set<string>();
-let hooked = false;
-
-function killGroup(p: ChildProcess, sig: NodeJS.Signals): void {
-  if (p.pid === undefined || p.exitCode !== null || p.signalCode !== null) return;
-  try {
-    process.kill(-p.pid, sig);
-  } catch {
-    // gone
-  }
-}
-
-function waitExit(p: ChildProcess, timeoutMs: number): Promise<boolean> {
-  if (p.exitCode !== null || p.signalCode !== null) return Promise.resolve(true);
-  return new Promise((resolve) => {
-    const t = setTimeout(() => resolve(false), timeoutMs);
-    p.once('exit', () => {
-      clearTimeout(t);
-      resolve(true);
-    });
-  });
-}
-
 export interface RunningEtcd {
   readonly proc: ChildProcess;
   logs(): string;
@@ -130,42 +107,24 @@ export interface RunningEtcd {
 
 /** Spawns `bin` with `args` (its own process group, bounded lifetime); does not wait for readiness. */
 export function spawnEtcd(bin: string, args: string[]): RunningEtcd {
-  if (!hooked) {
-    hooked = true;
-    process.on('exit', () => {
-      for (const p of live) killGroup(p, 'SIGKILL');
-    });
-  }
   let buf = '';
   const append = (chunk: Buffer): void => {
     buf += chunk.toString('utf8');
     if (buf.length > MAX_LOG_BYTES) buf = buf.slice(buf.length - MAX_LOG_BYTES);
   };
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('ETCD')) env[k] = v;
-  const proc = spawn('/usr/bin/timeout', ['-s', 'KILL', String(MAX_LIFETIME_SEC), bin, ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-    env,
-  });
-  live.add(proc);
+  const proc = spawnServer(bin, args, MAX_LIFETIME_SEC);
   proc.stdout?.on('data', append);
   proc.stderr?.on('data', append);
   proc.on('exit', (code, sig) => {
-    live.delete(proc);
     append(Buffer.from(`--- exit code=${code} signal=${sig}\n`));
   });
   return {
     proc,
     logs: () => buf,
     stop: async () => {
-      killGroup(proc, 'SIGTERM');
-      if (!(await waitExit(proc, 10_000))) {
-        killGroup(proc, 'SIGKILL');
-        await waitExit(proc, 5_000);
-      }
+      await stopGroup(proc, 10_000);
       const dir = args.find((a) => a.startsWith('--data-dir='))?.slice('--data-dir='.length);
-      if (dir !== undefined && tempDirs.delete(dir)) fs.rmSync(dir, { recursive: true, force: true });
+      if (dir !== undefined) releaseTempDir(dir);
     },
   };
 }
@@ -294,7 +253,7 @@ export async function waitServing(e: RunningEtcd, target: string, pki: KubeadmPk
 /** A fresh data dir; spawnEtcd's stop() removes it once the member it was given to is gone. */
 export function tempDataDir(): string {
   const d = fs.mkdtempSync(path.join(os.tmpdir(), 'kubeadm-etcd-'));
-  tempDirs.add(d);
+  trackTempDir(d);
   return d;
 }
 
