@@ -36,7 +36,6 @@ export interface StreamCall {
 export class MemberState {
   private state: Snapshot = { known: false, hasLeader: true, isLearner: false };
   private fetchedAtMs = 0;
-  private inFlight: Promise<void> | undefined;
   private readonly refreshMs: number;
   private readonly electionTimeoutMs: number;
   /** Streams opened with require-leader; cut after MAX_NO_LEADER_COUNT leaderless periods. */
@@ -60,24 +59,16 @@ export class MemberState {
   }
 
   refresh(): Promise<void> {
-    if (this.inFlight) return this.inFlight;
-    this.inFlight = this.server
-      .status({})
-      .then(
-        (st) => {
-          this.state = { known: true, hasLeader: st.leader !== '0' && st.leader !== '', isLearner: Boolean(st.isLearner) };
-        },
-        (e: unknown) => {
-          // Unknown state restricts nothing; the RPC itself will fail if the server is down.
-          this.state = { known: false, hasLeader: true, isLearner: false };
-          this.log.debug('member status refresh failed', { error: e instanceof Error ? e.message : String(e) });
-        },
-      )
-      .finally(() => {
-        this.fetchedAtMs = Date.now();
-        this.inFlight = undefined;
-      });
-    return this.inFlight;
+    try {
+      const f = this.server.memberState();
+      this.state = { known: true, hasLeader: f.hasLeader, isLearner: f.isLearner };
+    } catch (e) {
+      // Unknown state restricts nothing; the RPC itself will fail if the server is down.
+      this.state = { known: false, hasLeader: true, isLearner: false };
+      this.log.debug('member state refresh failed', { error: e instanceof Error ? e.message : String(e) });
+    }
+    this.fetchedAtMs = Date.now();
+    return Promise.resolve();
   }
 
   /** etcd's unary interceptor checks; returns the error to answer with, if any. */

@@ -997,6 +997,10 @@ export class EtcdServer implements EtcdServerApi {
     } as unknown as pb.StatusResponse;
   }
 
+  memberState(): { hasLeader: boolean; isLearner: boolean } {
+    return { hasLeader: this.leaderId !== 0n, isLearner: this.members.get(this.memberId)?.isLearner ?? false };
+  }
+
   async alarm(req: pb.AlarmRequest): Promise<pb.AlarmResponse> {
     return this.withHeader((await this.propose({ alarm: req } as pb.InternalRaftRequest)) as pb.AlarmResponse);
   }

@@ -69,6 +69,8 @@ export interface EtcdServerApi {
 
   // Maintenance
   status(req: pb.StatusRequest): Promise<pb.StatusResponse>;
+  /** What etcd's interceptors check on every call: is there a leader, is this member a learner. Cheap. */
+  memberState(): { hasLeader: boolean; isLearner: boolean };
   alarm(req: pb.AlarmRequest): Promise<pb.AlarmResponse>;
   defragment(req: pb.DefragmentRequest, ctx?: CallAuth): Promise<pb.DefragmentResponse>;
   hash(req: pb.HashRequest, ctx?: CallAuth): Promise<pb.HashResponse>;

@@ -243,6 +243,10 @@ export class FakeServer implements EtcdServerApi {
     throw etcdError('MemberNotLearner');
   }
 
+  memberState(): { hasLeader: boolean; isLearner: boolean } {
+    return { hasLeader: this.leader !== '0' && this.leader !== '', isLearner: this.isLearner };
+  }
+
   async status(_req: pb.StatusRequest): Promise<pb.StatusResponse> {
     return {
       header: this.header(),

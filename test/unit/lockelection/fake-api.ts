@@ -261,6 +261,7 @@ export function fakeApi(fake: FakeEtcd): EtcdServerApi {
     memberUpdate: unused('memberUpdate'),
     memberPromote: unused('memberPromote'),
     status: unused('status'),
+    memberState: unused('memberState'),
     alarm: unused('alarm'),
     defragment: unused('defragment'),
     hash: unused('hash'),
