@@ -7,13 +7,12 @@ import assert from 'node:assert';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Entry, HardState, Snapshot, SnapshotMetadata } from '../raft/types';
-import { decodeHardState, decodeSnapshotMeta, encodeSnapshotMeta } from './codec';
+import { decodeHardState, decodeSnapshotMeta, encodeHardState, encodeSnapshotMeta } from './codec';
 import { migrateLegacyWal } from './legacy';
 import { RECORD_HEADER_BYTES, RecordType, readRecord, sealRecord } from './record';
 import { Syncer } from './syncer';
 
 const ENTRY_HEADER_BYTES = 17;
-const HARD_STATE_BYTES = 24;
 /** etcd's segment size: a new file is started once the current one passes it. */
 export const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
 const SEGMENT_RE = /^([0-9a-f]{16})-([0-9a-f]{16})\.wal$/;
@@ -82,11 +81,12 @@ function decodeIdentity(b: Buffer): WalIdentity {
 function encodeRecords(hs: HardState | null, entries: Entry[], snap: SnapshotMetadata | null, identity: WalIdentity | null): Buffer {
   const idBytes = identity ? encodeIdentity(identity) : null;
   const snapBytes = snap ? encodeSnapshotMeta(snap) : null;
+  const hsBytes = hs ? encodeHardState(hs) : null;
   let total = 0;
   if (idBytes) total += RECORD_HEADER_BYTES + idBytes.length;
   if (snapBytes) total += RECORD_HEADER_BYTES + snapBytes.length;
   for (let i = 0; i < entries.length; i++) total += RECORD_HEADER_BYTES + ENTRY_HEADER_BYTES + entries[i].data.length;
-  if (hs) total += RECORD_HEADER_BYTES + HARD_STATE_BYTES;
+  if (hsBytes) total += RECORD_HEADER_BYTES + hsBytes.length;
   const buf = Buffer.allocUnsafe(total);
   let at = 0;
   const put = (type: RecordType, body: Buffer): void => {
@@ -111,14 +111,7 @@ function encodeRecords(hs: HardState | null, entries: Entry[], snap: SnapshotMet
     sealRecord(buf, at, RecordType.Entry, len);
     at += RECORD_HEADER_BYTES + len;
   }
-  if (hs) {
-    const p = at + RECORD_HEADER_BYTES;
-    buf.writeBigUInt64BE(BigInt(hs.term), p);
-    buf.writeBigUInt64BE(hs.vote, p + 8);
-    buf.writeBigUInt64BE(BigInt(hs.commit), p + 16);
-    sealRecord(buf, at, RecordType.HardState, HARD_STATE_BYTES);
-    at += RECORD_HEADER_BYTES + HARD_STATE_BYTES;
-  }
+  if (hsBytes) put(RecordType.HardState, hsBytes);
   assert.equal(at, total);
   return buf;
 }
@@ -152,7 +145,6 @@ class Replay {
         return;
       }
       case RecordType.HardState:
-        assert.equal(payload.length, HARD_STATE_BYTES, `bad hard state record at ${where}`);
         this.hardState = decodeHardState(payload);
         return;
       case RecordType.Snapshot: {
@@ -194,30 +186,47 @@ function scanSegment(buf: Buffer, each: (type: number, payload: Buffer, at: numb
   }
 }
 
+/** Replays the segment files in order into the log's contents. */
+function replaySegments(dir: string, segs: Segment[]): WalContents {
+  const bufs = segs.map((s) => fs.readFileSync(s.file));
+  // First pass: the newest snapshot decides where the live log starts.
+  let base = 0;
+  for (const buf of bufs) {
+    scanSegment(buf, (type, payload) => {
+      if (type === RecordType.Snapshot) base = Math.max(base, decodeSnapshotMeta(payload).index);
+    });
+  }
+  const replay = new Replay(base);
+  for (let i = 0; i < bufs.length; i++) {
+    const end = scanSegment(bufs[i], (type, payload, at) => replay.record(type, payload, `${segs[i].file}:${at}`));
+    // Only the last segment may end in a torn write; an earlier one was complete when the next began.
+    if (i < bufs.length - 1) assert.equal(end, bufs[i].length, `WAL segment ${segs[i].file} is damaged at offset ${end}`);
+  }
+  assert(replay.identity, `WAL at ${dir} has no identity`);
+  const lastIndex = replay.entries.length > 0 ? replay.entries[replay.entries.length - 1].index : base;
+  assert(replay.hardState.commit <= lastIndex, 'WAL hard state commits past its last entry');
+  return { identity: replay.identity, hardState: replay.hardState, snapshot: replay.snapshot, entries: replay.entries };
+}
+
 export class Wal {
   private readonly syncer: Syncer;
-  private fd: number;
-  private offset: number;
-  private segments: Segment[];
   private identity: WalIdentity | null;
   private lastIndex: number;
   private hardState: HardState | null;
   private snapshot: SnapshotMetadata | null;
   private closed = false;
-  /** The contents as read by open(), until the first write changes them. */
-  private opened: WalContents | null = null;
+  /** The contents as read by open() (start-up asks for them next), until the first write. */
+  private opened: WalContents | null;
 
   private constructor(
     readonly dir: string,
     private readonly segmentBytes: number,
-    segments: Segment[],
-    fd: number,
-    offset: number,
+    private segments: Segment[],
+    private fd: number,
+    private offset: number,
     contents: WalContents | null,
   ) {
-    this.segments = segments;
-    this.fd = fd;
-    this.offset = offset;
+    this.opened = contents;
     this.identity = contents?.identity ?? null;
     this.hardState = contents?.hardState ?? null;
     this.snapshot = contents?.snapshot ?? null;
@@ -267,21 +276,9 @@ export class Wal {
       fs.ftruncateSync(fd, intact);
       fs.fsyncSync(fd);
     }
-    const wal = new Wal(dir, segmentBytes, segs, fd, intact, null);
-    if (wal.hasAnyRecord()) {
-      const c = wal.replayFiles();
-      // Start-up asks for the contents right after opening: keep them until the first write.
-      wal.opened = c;
-      wal.identity = c.identity;
-      wal.hardState = c.hardState;
-      wal.snapshot = c.snapshot;
-      wal.lastIndex = c.entries.length > 0 ? c.entries[c.entries.length - 1].index : (c.snapshot?.index ?? 0);
-    }
-    return wal;
-  }
-
-  private hasAnyRecord(): boolean {
-    return this.segments.length > 1 || this.offset > 0;
+    // An empty only segment: a member whose creation never wrote its identity.
+    const contents = segs.length > 1 || intact > 0 ? replaySegments(dir, segs) : null;
+    return new Wal(dir, segmentBytes, segs, fd, intact, contents);
   }
 
   /** Whether this log belongs to a member already (create() completed). */
@@ -299,30 +296,7 @@ export class Wal {
 
   /** Everything the log holds (read once when opened; after a write, replayed from the files). */
   readAll(): WalContents {
-    if (this.opened) return this.opened;
-    return this.replayFiles();
-  }
-
-  private replayFiles(): WalContents {
-    const segs = this.segments;
-    const bufs = segs.map((s) => fs.readFileSync(s.file));
-    // First pass: the newest snapshot decides where the live log starts.
-    let base = 0;
-    for (const buf of bufs) {
-      scanSegment(buf, (type, payload) => {
-        if (type === RecordType.Snapshot) base = Math.max(base, decodeSnapshotMeta(payload).index);
-      });
-    }
-    const replay = new Replay(base);
-    for (let i = 0; i < bufs.length; i++) {
-      const end = scanSegment(bufs[i], (type, payload, at) => replay.record(type, payload, `${segs[i].file}:${at}`));
-      // Only the last segment may end in a torn write; an earlier one was complete when the next began.
-      if (i < bufs.length - 1) assert.equal(end, bufs[i].length, `WAL segment ${segs[i].file} is damaged at offset ${end}`);
-    }
-    assert(replay.identity, `WAL at ${this.dir} has no identity`);
-    const lastIndex = replay.entries.length > 0 ? replay.entries[replay.entries.length - 1].index : base;
-    assert(replay.hardState.commit <= lastIndex, 'WAL hard state commits past its last entry');
-    return { identity: replay.identity, hardState: replay.hardState, snapshot: replay.snapshot, entries: replay.entries };
+    return this.opened ?? replaySegments(this.dir, this.segments);
   }
 
   /**
