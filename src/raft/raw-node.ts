@@ -124,6 +124,16 @@ export class RawNode {
     );
   }
 
+  /**
+   * The read point a ReadIndex request would get right now when this member leads as the only
+   * voter (raft answers it at once with the commit index, no round trip); null otherwise. Lets
+   * the server skip the request's trip through the Ready loop.
+   */
+  singletonLeaderReadIndex(): number | null {
+    if (this.raft.state !== StateType.Leader || !this.raft.prs.isSingleton()) return null;
+    return this.raft.raftLog.committed;
+  }
+
   transferLeader(to: bigint): void {
     this.raft.step(newMessage({ type: MessageType.MsgTransferLeader, from: to }));
   }

@@ -666,6 +666,24 @@ export class EtcdServer implements EtcdServerApi {
   private async linearizableReadNotify(): Promise<void> {
     if (this.stopped) throw etcdError('Stopped');
     if (this.leaderId === 0n) await this.waitLeader();
+    // The only voter answers ReadIndex with its commit index at once: ask it directly instead of
+    // through the Ready loop (measured: range-l-1c spent ~0.15 ms more than a serializable read).
+    const readIndex = this.node.raw.singletonLeaderReadIndex();
+    if (readIndex !== null) {
+      if (this.appliedIndex >= readIndex) return;
+      const applied = this.appliedWaiter.wait(readIndex, this.appliedIndex);
+      if (!applied) throw etcdError('RequestTooManyRequests');
+      // Bounded like a read index request: a stalled apply answers Timeout, not a hang.
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(etcdError('Timeout')), this.requestTimeoutMs);
+      });
+      try {
+        return await Promise.race([applied, timeout]);
+      } finally {
+        clearTimeout(timer);
+      }
+    }
     if (this.readWaiters.length >= MAX_READ_WAITERS) throw etcdError('RequestTooManyRequests');
     const p = new Promise<void>((resolve, reject) => this.readWaiters.push({ resolve, reject }));
     this.issueReadIndex();

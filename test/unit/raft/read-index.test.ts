@@ -85,3 +85,27 @@ describe('ReadIndex (ReadOnlySafe)', () => {
     expect(c.get(2n).node.hasReady()).toBe(false);
   });
 });
+
+describe('singletonLeaderReadIndex (the read point the only voter would answer at once)', () => {
+  it('equals what a ReadIndex request gets from a lone leader, including entries not yet applied', () => {
+    const c = new Cluster([1n]);
+    c.stabilize();
+    c.elect(1n);
+    const n = c.get(1n).node;
+    n.propose(Buffer.from('x'));
+    const direct = n.singletonLeaderReadIndex();
+    n.readIndex(Buffer.from('r'));
+    expect(takeReadStates(c, 1n)).toEqual([{ index: direct, requestCtx: Buffer.from('r') }]);
+    expect(direct).toBe(n.raft.raftLog.committed);
+  });
+
+  it('is null for a follower, a candidate, and a leader with other voters', () => {
+    const lone = new Cluster([1n]);
+    expect(lone.get(1n).node.singletonLeaderReadIndex()).toBeNull();
+    const c = new Cluster([1n, 2n, 3n]);
+    c.stabilize();
+    c.elect(1n);
+    expect(c.get(1n).node.singletonLeaderReadIndex()).toBeNull();
+    expect(c.get(2n).node.singletonLeaderReadIndex()).toBeNull();
+  });
+});
