@@ -41,6 +41,8 @@ interface Options {
   /** Keys of the large-store case (default FULL.largeKeys). */
   largeKeys?: number;
   largeListPages?: number;
+  /** Unmeasured runs of the same tool command on the same server before the measured one. */
+  warmups: number;
 }
 
 const CUSTOM_RUNNERS: Record<CustomCaseName, CustomRunner> = {
@@ -62,6 +64,9 @@ const USAGE = `usage: scripts/bench/bench.sh [options]
   --large-keys=N        keys the large-store case loads (default 100000; e.g. 1000000)
   --large-list-pages=N  large-store's paged list reads at most N pages of 500 (default: all; etcd 3.4
                         pages through 1M keys in ~45 min, its limit is applied after a full index scan)
+  --warmup=N            run each tool case N times, unmeasured, on the same fresh server before the
+                        measured run (default 0). Ours compiles its hot code while it serves
+                        (V8's JIT): a run of 1.5 s right after start measures mostly that warm-up.
   --no-ours-3m          do not try 3-member clusters of ours (shown as n/a)
   --etcd=PATH           the real etcd (default /usr/bin/etcd)
   --benchmark=PATH      etcd's benchmark tool (default $BENCH_WORK/benchmark)
@@ -84,6 +89,7 @@ function parseArgs(argv: string[]): Options {
     outDir: path.join(work, 'results', stamp),
     workDir: path.join(work, 'data'),
     list: false,
+    warmups: 0,
   };
   let repeatsGiven = false;
   for (const a of argv) {
@@ -109,6 +115,7 @@ function parseArgs(argv: string[]): Options {
       case '--list': o.list = true; break;
       case '--large-keys': o.largeKeys = Number(v); break;
       case '--large-list-pages': o.largeListPages = Number(v); break;
+      case '--warmup': o.warmups = Number(v); break;
       case '-h': case '--help': process.stdout.write(`${USAGE}\n`); process.exit(0); break;
       default: throw new Error(`unknown option ${a}\n${USAGE}`);
     }
@@ -117,6 +124,7 @@ function parseArgs(argv: string[]): Options {
   assert(Number.isInteger(o.repeats) && o.repeats >= 1 && o.repeats <= 20, '--repeats must be 1..20');
   assert(o.largeListPages === undefined || (Number.isInteger(o.largeListPages) && o.largeListPages >= 1), '--large-list-pages must be >= 1');
   assert(o.largeKeys === undefined || (Number.isInteger(o.largeKeys) && o.largeKeys >= 1000 && o.largeKeys <= 10_000_000), '--large-keys must be 1000..10000000');
+  assert(Number.isInteger(o.warmups) && o.warmups >= 0 && o.warmups <= 5, '--warmup must be 0..5');
   for (const s of o.systems) assert(s === 'etcd' || s === 'ours', `unknown system ${s}`);
   return o;
 }
@@ -235,8 +243,15 @@ async function runOnce(c: BenchCase, system: SystemName, o: Options, rawFile: st
       return s;
     }
     if (c.seed.length > 0) await seedKeys(cluster.endpoints[0], c.seed, SEED_TIMEOUT_MS);
-    const before = readProcs(cluster.pids);
     const args = [`--endpoints=${cluster.endpoints.join(',')}`, '--precise', ...c.toolArgs];
+    for (let i = 0; i < o.warmups; i++) {
+      const w = await runTool(o.benchmark, args, c.timeoutSec);
+      if (w.timedOut || w.exitCode !== 0) {
+        keepData = true;
+        return failed(`warm-up run ${i + 1} failed (${w.timedOut ? 'timeout' : `exit ${w.exitCode}`})`, w.wallSec);
+      }
+    }
+    const before = readProcs(cluster.pids);
     const run = await runTool(o.benchmark, args, c.timeoutSec);
     const after = readProcs(cluster.pids);
     fs.writeFileSync(rawFile, `# ${o.benchmark} ${args.join(' ')}\n${run.output}`);
@@ -309,7 +324,7 @@ async function main(): Promise<number> {
   const writeResults = (): string => {
     const all = cases.map((c) => results.get(c.name)).filter((x): x is CaseResult => x !== undefined);
     const md = [
-      `## Benchmark: ours vs etcd 3.4.23 (${o.quick ? 'quick, ' : ''}median of ${o.repeats} run(s))`,
+      `## Benchmark: ours vs etcd 3.4.23 (${o.quick ? 'quick, ' : ''}median of ${o.repeats} run(s)${o.warmups > 0 ? `, after ${o.warmups} unmeasured warm-up run(s) per case` : ''})`,
       '',
       `Command: \`${command}\``,
       '',
@@ -326,7 +341,7 @@ async function main(): Promise<number> {
       ...all.map((c) => `${renderCaseTable(c)}\n`),
     ].join('\n');
     fs.writeFileSync(path.join(o.outDir, 'results.md'), md);
-    fs.writeFileSync(path.join(o.outDir, 'results.json'), JSON.stringify({ command, machine, quick: o.quick, repeats: o.repeats, cases: all }, null, 2));
+    fs.writeFileSync(path.join(o.outDir, 'results.json'), JSON.stringify({ command, machine, quick: o.quick, repeats: o.repeats, warmups: o.warmups, cases: all }, null, 2));
     return md;
   };
 
