@@ -6,37 +6,31 @@
 // load, this answers the HTTP/2 stream itself with the same registered handler, the same
 // (de)serializers, the same metrics and the same response headers and trailers grpc-js sends;
 // anything unusual (compressed messages, a wrong content type, other methods) goes to grpc-js.
-import assert from 'node:assert';
 import { EventEmitter } from 'node:events';
 import type * as http2 from 'node:http2';
-import * as tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
+import {
+  COMPRESSED_IDENTITY_TEXT,
+  FRAME_HEADER_BYTES,
+  RESPONSE_HEADERS,
+  authContextOf,
+  errorStatus,
+  frameMessage,
+  hostOf,
+  peerOf,
+  statusTrailers,
+  tooLargeText,
+  trailersOnly,
+  type CallTracker,
+  type FastRoute,
+  type RegisteredHandler,
+  type TrackCall,
+} from './fast_common';
 
-/** The parts of grpc-js's registered handler record we use (server.ts `handlers` map). */
-interface RegisteredUnary {
-  type: string;
-  path: string;
-  func: (call: FastUnaryCall, callback: (err: unknown, value?: unknown, trailer?: grpc.Metadata | null) => void) => void;
-  serialize: (value: unknown) => Buffer;
-  deserialize: (bytes: Buffer) => unknown;
-}
+export type { CallTracker } from './fast_common';
 
-type StreamHandler = (extraInterceptors: unknown, stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => void;
-
-/** grpc-js internals this relies on; checked at install time so an upgrade fails loudly. */
-interface GrpcJsServerInternals {
-  _streamHandler: StreamHandler;
-  channelzEnabled: boolean;
-  handlers: Map<string, RegisteredUnary>;
-}
-
-/** What the metrics layer tracks for one call (see grpc_metrics.ts). */
-export interface CallTracker {
-  received(): void;
-  sent(): void;
-  finish(code: number): void;
-  cancelled(deadlinePassed: boolean): void;
-}
+/** How a registered unary handler is called. */
+type UnaryFunc = (call: FastUnaryCall, callback: (err: unknown, value?: unknown, trailer?: grpc.Metadata | null) => void) => void;
 
 export interface FastUnaryOptions {
   /** Full paths ("/etcdserverpb.KV/Range") to answer directly; they must be registered unary methods. */
@@ -44,25 +38,15 @@ export interface FastUnaryOptions {
   /** grpc.max_receive_message_length of the server. */
   maxReceiveBytes: number;
   /** Starts metrics for a call and links them to its metadata (as the grpc-js interceptor does). */
-  track?: (path: string, md: grpc.Metadata) => CallTracker | undefined;
+  track?: TrackCall;
 }
-
-const RESPONSE_HEADERS: http2.OutgoingHttpHeaders = {
-  ':status': 200,
-  'content-type': 'application/grpc+proto',
-  'grpc-accept-encoding': 'identity,deflate,gzip',
-  'grpc-encoding': 'identity',
-};
-/** A trailers-only (error) response carries these besides the status (grpc-js's defaultResponseHeaders). */
-const ERROR_HEADERS: http2.OutgoingHttpHeaders = { ':status': 200, 'content-type': 'application/grpc+proto' };
-const OK_TRAILERS: http2.OutgoingHttpHeaders = { 'grpc-status': grpc.status.OK, 'grpc-message': 'OK' };
-const FRAME_HEADER_BYTES = 5;
 
 /** The call object handlers see: the fields of grpc-js's ServerUnaryCall they may use. */
 class FastUnaryCall extends EventEmitter {
   cancelled = false;
   constructor(
     private readonly stream: http2.ServerHttp2Stream,
+    private readonly headers: http2.IncomingHttpHeaders,
     readonly path: string,
     readonly metadata: grpc.Metadata,
     readonly request: unknown,
@@ -70,9 +54,7 @@ class FastUnaryCall extends EventEmitter {
     super();
   }
   getPeer(): string {
-    const s = this.stream.session?.socket;
-    if (!s?.remoteAddress) return 'unknown';
-    return s.remotePort ? `${s.remoteAddress}:${s.remotePort}` : s.remoteAddress;
+    return peerOf(this.stream);
   }
   getDeadline(): number {
     return Infinity;
@@ -81,34 +63,17 @@ class FastUnaryCall extends EventEmitter {
     return this.path;
   }
   getHost(): string {
-    return this.stream.session?.socket?.localAddress ?? 'unknown';
+    return hostOf(this.headers);
   }
-  /** grpc-js's: the verified TLS client certificate, which etcd's CN-as-username auth reads. */
-  getAuthContext(): { transportSecurityType?: string; sslPeerCertificate?: tls.PeerCertificate } {
-    const socket = this.stream.session?.socket;
-    if (!(socket instanceof tls.TLSSocket) || !socket.authorized) return {};
-    const cert = socket.getPeerCertificate();
-    return { transportSecurityType: 'ssl', sslPeerCertificate: cert.raw ? cert : undefined };
+  getAuthContext(): ReturnType<typeof authContextOf> {
+    return authContextOf(this.stream);
   }
   sendMetadata(): void {
     // Unary handlers of ours never send headers early; grpc-js sends them with the response.
   }
 }
 
-function errorStatus(err: unknown): { code: number; details: string; metadata: grpc.Metadata | null } {
-  // grpc-js's serverErrorToStatus, so clients see the same code and text either way.
-  const e = (err ?? {}) as { code?: unknown; details?: unknown; message?: unknown; metadata?: unknown };
-  let code = grpc.status.UNKNOWN;
-  let details = typeof e.message === 'string' ? e.message : 'Unknown Error';
-  if (typeof e.code === 'number' && Number.isInteger(e.code)) {
-    code = e.code;
-    if (typeof e.details === 'string') details = e.details;
-  }
-  const metadata = e.metadata instanceof grpc.Metadata ? e.metadata : null;
-  return { code, details, metadata };
-}
-
-function answer(stream: http2.ServerHttp2Stream, handler: RegisteredUnary, call: FastUnaryCall, tracker: CallTracker | undefined): void {
+function answer(stream: http2.ServerHttp2Stream, func: UnaryFunc, serialize: (v: unknown) => Buffer, call: FastUnaryCall, tracker: CallTracker | undefined): void {
   let done = false;
   const finish = (code: number): void => {
     if (done) return;
@@ -117,9 +82,8 @@ function answer(stream: http2.ServerHttp2Stream, handler: RegisteredUnary, call:
   };
   const fail = (code: number, details: string, metadata: grpc.Metadata | null): void => {
     if (done || stream.destroyed || stream.closed) return finish(code);
-    const trailers: http2.OutgoingHttpHeaders = { 'grpc-status': code, 'grpc-message': encodeURI(details), ...ERROR_HEADERS };
     // Trailers-only response, as grpc-js sends an error before any message.
-    stream.respond(metadata ? { ...trailers, ...metadata.toHttp2Headers() } : trailers, { endStream: true });
+    stream.respond(trailersOnly({ code, details, metadata }), { endStream: true });
     finish(code);
   };
   stream.once('close', () => {
@@ -138,34 +102,26 @@ function answer(stream: http2.ServerHttp2Stream, handler: RegisteredUnary, call:
     }
     let body: Buffer;
     try {
-      body = handler.serialize(value);
+      body = serialize(value);
     } catch {
       return fail(grpc.status.INTERNAL, 'Error serializing response', null);
     }
     if (stream.destroyed || stream.closed) return finish(grpc.status.CANCELLED);
-    const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + body.length);
-    frame[0] = 0;
-    frame.writeUInt32BE(body.length, 1);
-    body.copy(frame, FRAME_HEADER_BYTES);
+    const frame = frameMessage(body);
     tracker?.sent();
     stream.respond(RESPONSE_HEADERS, { waitForTrailers: true });
-    stream.once('wantTrailers', () => stream.sendTrailers(trailer ? { ...OK_TRAILERS, ...trailer.toHttp2Headers() } : OK_TRAILERS));
+    stream.once('wantTrailers', () => stream.sendTrailers(statusTrailers({ code: grpc.status.OK, details: 'OK', metadata: trailer ?? null })));
     stream.end(frame);
     finish(grpc.status.OK);
   };
   try {
-    handler.func(call, respond);
+    func(call, respond);
   } catch {
     fail(grpc.status.UNKNOWN, 'Unknown error', null);
   }
 }
 
-function serveStream(
-  stream: http2.ServerHttp2Stream,
-  headers: http2.IncomingHttpHeaders,
-  handler: RegisteredUnary,
-  opts: FastUnaryOptions,
-): void {
+function serveUnary(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, handler: RegisteredHandler, opts: FastUnaryOptions): void {
   const path = handler.path;
   const metadata = grpc.Metadata.fromHttp2Headers(headers);
   const tracker = opts.track?.(path, metadata);
@@ -177,7 +133,7 @@ function serveStream(
     rejected = true;
     tracker?.finish(code);
     if (!stream.destroyed && !stream.closed) {
-      stream.respond({ 'grpc-status': code, 'grpc-message': encodeURI(details), ...ERROR_HEADERS }, { endStream: true });
+      stream.respond(trailersOnly({ code, details, metadata: null }), { endStream: true });
     }
   };
   // -1 until the 5-byte frame header has arrived.
@@ -190,7 +146,7 @@ function serveStream(
       const head = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, bytes);
       size = head.readUInt32BE(1);
       // grpc-js's check, made before the message is buffered.
-      if (size > opts.maxReceiveBytes) return reject(grpc.status.RESOURCE_EXHAUSTED, `Received message larger than max (${size} vs ${opts.maxReceiveBytes})`);
+      if (size > opts.maxReceiveBytes) return reject(grpc.status.RESOURCE_EXHAUSTED, tooLargeText(size, opts.maxReceiveBytes));
     }
     // Anything past the first message is a second one: refuse rather than buffer it.
     if (size >= 0 && bytes > FRAME_HEADER_BYTES + size) {
@@ -212,7 +168,7 @@ function serveStream(
       return reject(grpc.status.UNIMPLEMENTED, `Received a second request message for server streaming method ${path}`);
     }
     if (data[0] !== 0) {
-      return reject(grpc.status.INTERNAL, 'Received compressed message but "grpc-encoding" header was identity');
+      return reject(grpc.status.INTERNAL, COMPRESSED_IDENTITY_TEXT);
     }
     tracker?.received();
     let request: unknown;
@@ -221,40 +177,11 @@ function serveStream(
     } catch (e) {
       return reject(grpc.status.INTERNAL, `Error deserializing request: ${e instanceof Error ? e.message : String(e)}`);
     }
-    answer(stream, handler, new FastUnaryCall(stream, path, metadata, request), tracker);
+    answer(stream, handler.func as unknown as UnaryFunc, handler.serialize, new FastUnaryCall(stream, headers, path, metadata, request), tracker);
   });
 }
 
-/**
- * Route `opts.paths` around grpc-js's call machinery. Must run before the server gets its
- * connections (listener.ts creates the connection injector afterwards), and the server must be
- * built with 'grpc.enable_channelz': 0 (grpc-js then dispatches through _streamHandler).
- */
-export function installFastUnary(server: grpc.Server, opts: FastUnaryOptions): void {
-  const internals = server as unknown as GrpcJsServerInternals;
-  assert(typeof internals._streamHandler === 'function' && internals.handlers instanceof Map, 'grpc-js internals changed: fast unary path unavailable');
-  assert.equal(internals.channelzEnabled, false, 'fast unary path needs grpc.enable_channelz = 0');
-  const fast = new Map<string, RegisteredUnary>();
-  for (const p of opts.paths) {
-    const h = internals.handlers.get(p);
-    assert(h && h.type === 'unary', `${p} is not a registered unary method`);
-    fast.set(p, h);
-  }
-  const original = internals._streamHandler;
-  internals._streamHandler = function (this: GrpcJsServerInternals, extra, stream, headers) {
-    const handler = fast.get(headers[':path'] ?? '');
-    const ct = headers['content-type'];
-    const enc = headers['grpc-encoding'];
-    if (
-      handler === undefined ||
-      typeof ct !== 'string' ||
-      !ct.startsWith('application/grpc') ||
-      (enc !== undefined && enc !== 'identity')
-    ) {
-      return original.call(this, extra, stream, headers);
-    }
-    // Same as grpc-js: an 'error' without a listener would throw; 'close' handles the outcome.
-    stream.once('error', () => {});
-    serveStream(stream, headers, handler, opts);
-  };
+/** Routes for installFastRoutes (fast_common.ts): `opts.paths` answered without grpc-js's call machinery. */
+export function fastUnaryRoutes(opts: FastUnaryOptions): FastRoute[] {
+  return opts.paths.map((path) => ({ path, type: 'unary' as const, serve: (stream, headers, handler) => serveUnary(stream, headers, handler, opts) }));
 }

@@ -126,7 +126,7 @@ export interface GrpcInstrumentation {
   instrumentDefinition(serviceName: string, def: grpc.ServiceDefinition): grpc.ServiceDefinition;
   /** Wraps handlers so a call counts as started when its handler begins. Wrap inside etcd's checks. */
   instrumentImpl(impl: grpc.UntypedServiceImplementation): grpc.UntypedServiceImplementation;
-  /** What the interceptor does, for a call answered without grpc-js's call machinery (fast_unary.ts). */
+  /** What the interceptor does, for a call answered without grpc-js's call machinery (fast_unary.ts, fast_stream.ts). */
   track(path: string, md: grpc.Metadata): CallRecord | undefined;
 }
 

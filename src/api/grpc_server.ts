@@ -19,10 +19,14 @@ import type { EtcdMetrics } from '../metrics';
 import { createElectionService } from './v3election';
 import { createLockService } from './v3lock';
 import { watchService, GRPC_OVERHEAD_BYTES } from './watch';
-import { installFastUnary } from './fast_unary';
+import { installFastRoutes } from './fast_common';
+import { fastUnaryRoutes } from './fast_unary';
+import { fastStreamRoutes } from './fast_stream';
 
 /** The unary methods that carry most of the load, answered without grpc-js's per-call machinery. */
 const FAST_UNARY_PATHS = ['/etcdserverpb.KV/Range', '/etcdserverpb.KV/Put', '/etcdserverpb.KV/DeleteRange', '/etcdserverpb.KV/Txn'];
+/** The bidi streams that carry most messages, likewise (fast_stream.ts). */
+const FAST_STREAM_PATHS = ['/etcdserverpb.Watch/Watch', '/etcdserverpb.Lease/LeaseKeepAlive'];
 
 /** etcd's maxSendBytes (math.MaxInt32). */
 export const MAX_SEND_BYTES = 2 ** 31 - 1;
@@ -97,11 +101,12 @@ export function createGrpcServer(server: EtcdServerApi, log: ApiLogger, opts: Gr
   add('grpc.health.v1.Health', healthService(() => serving));
   add('v3lockpb.Lock', createLockService(server));
   add('v3electionpb.Election', createElectionService(server));
-  installFastUnary(grpcServer, {
-    paths: FAST_UNARY_PATHS,
-    maxReceiveBytes: serverOpts['grpc.max_receive_message_length'] as number,
-    track: instr ? (p, md) => instr.track(p, md) : undefined,
-  });
+  const maxReceiveBytes = serverOpts['grpc.max_receive_message_length'] as number;
+  const track = instr ? (p: string, md: grpc.Metadata) => instr.track(p, md) : undefined;
+  installFastRoutes(grpcServer, [
+    ...fastUnaryRoutes({ paths: FAST_UNARY_PATHS, maxReceiveBytes, track }),
+    ...fastStreamRoutes({ paths: FAST_STREAM_PATHS, maxReceiveBytes, maxSendBytes: MAX_SEND_BYTES, track }),
+  ]);
   return {
     grpcServer,
     setServing: (s) => {

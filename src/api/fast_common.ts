@@ -1,0 +1,175 @@
+// What the direct HTTP/2 paths (fast_unary.ts, fast_stream.ts) share: the grpc-js internals
+// they hook, the response headers and trailers grpc-js sends, its status mapping of handler
+// errors, the per-call accessors handlers use, and the one place the hook is installed.
+import assert from 'node:assert';
+import type * as http2 from 'node:http2';
+import * as tls from 'node:tls';
+import * as grpc from '@grpc/grpc-js';
+
+/** The handler types grpc-js registers ("unary", "bidi", ...), as in its `handlers` map. */
+export type HandlerType = 'unary' | 'clientStream' | 'serverStream' | 'bidi';
+
+/** The parts of grpc-js's registered handler record we use (server.ts `handlers` map). */
+export interface RegisteredHandler {
+  type: string;
+  path: string;
+  func: (...args: never[]) => void;
+  serialize: (value: unknown) => Buffer;
+  deserialize: (bytes: Buffer) => unknown;
+}
+
+type StreamHandler = (extraInterceptors: unknown, stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => void;
+
+/** grpc-js internals this relies on; checked at install time so an upgrade fails loudly. */
+interface GrpcJsServerInternals {
+  _streamHandler: StreamHandler;
+  channelzEnabled: boolean;
+  handlers: Map<string, RegisteredHandler>;
+  /** Idle-connection accounting (grpc.max_connection_idle_ms); absent in older versions. */
+  onStreamOpened?: (stream: http2.ServerHttp2Stream) => void;
+}
+
+/** What the metrics layer tracks for one call (see grpc_metrics.ts). */
+export interface CallTracker {
+  received(): void;
+  sent(): void;
+  finish(code: number): void;
+  cancelled(deadlinePassed: boolean): void;
+}
+
+/** Starts metrics for a call and links them to its metadata (as the grpc-js interceptor does). */
+export type TrackCall = (path: string, md: grpc.Metadata) => CallTracker | undefined;
+
+/** grpc-js's response headers (defaultResponseHeaders + defaultCompressionHeaders). */
+export const RESPONSE_HEADERS: http2.OutgoingHttpHeaders = {
+  ':status': 200,
+  'content-type': 'application/grpc+proto',
+  'grpc-accept-encoding': 'identity,deflate,gzip',
+  'grpc-encoding': 'identity',
+};
+/** A trailers-only (error) response carries these besides the status (grpc-js's defaultResponseHeaders). */
+export const ERROR_HEADERS: http2.OutgoingHttpHeaders = { ':status': 200, 'content-type': 'application/grpc+proto' };
+export const OK_TRAILERS: http2.OutgoingHttpHeaders = { 'grpc-status': grpc.status.OK, 'grpc-message': 'OK' };
+export const FRAME_HEADER_BYTES = 5;
+/** grpc-js's text for a compressed-flag message on a stream whose encoding is identity. */
+export const COMPRESSED_IDENTITY_TEXT = 'Received compressed message but "grpc-encoding" header was identity';
+
+export interface GrpcStatus {
+  code: number;
+  details: string;
+  metadata: grpc.Metadata | null;
+}
+
+/** grpc-js's serverErrorToStatus, so clients see the same code and text either way. */
+export function errorStatus(err: unknown): GrpcStatus {
+  const e = (err ?? {}) as { code?: unknown; details?: unknown; message?: unknown; metadata?: unknown };
+  let code = grpc.status.UNKNOWN;
+  let details = typeof e.message === 'string' ? e.message : 'Unknown Error';
+  if (typeof e.code === 'number' && Number.isInteger(e.code)) {
+    code = e.code;
+    if (typeof e.details === 'string') details = e.details;
+  }
+  const metadata = e.metadata instanceof grpc.Metadata ? e.metadata : null;
+  return { code, details, metadata };
+}
+
+/** grpc-js's text when a message's frame header announces more than the receive limit. */
+export function tooLargeText(size: number, maxBytes: number): string {
+  return `Received message larger than max (${size} vs ${maxBytes})`;
+}
+
+/** The headers of a trailers-only response (an error before any message). */
+export function trailersOnly(status: GrpcStatus): http2.OutgoingHttpHeaders {
+  const t: http2.OutgoingHttpHeaders = { 'grpc-status': status.code, 'grpc-message': encodeURI(status.details), ...ERROR_HEADERS };
+  return status.metadata ? { ...t, ...status.metadata.toHttp2Headers() } : t;
+}
+
+/** The trailers after messages. */
+export function statusTrailers(status: GrpcStatus): http2.OutgoingHttpHeaders {
+  const t: http2.OutgoingHttpHeaders =
+    status.code === grpc.status.OK && status.details === 'OK'
+      ? OK_TRAILERS
+      : { 'grpc-status': status.code, 'grpc-message': encodeURI(status.details) };
+  return status.metadata ? { ...t, ...status.metadata.toHttp2Headers() } : t;
+}
+
+/** One length-prefixed, uncompressed gRPC message. */
+export function frameMessage(body: Buffer): Buffer {
+  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + body.length);
+  frame[0] = 0;
+  frame.writeUInt32BE(body.length, 1);
+  body.copy(frame, FRAME_HEADER_BYTES);
+  return frame;
+}
+
+/** grpc-js's getPeer(). */
+export function peerOf(stream: http2.ServerHttp2Stream): string {
+  const s = stream.session?.socket;
+  if (!s?.remoteAddress) return 'unknown';
+  return s.remotePort ? `${s.remoteAddress}:${s.remotePort}` : s.remoteAddress;
+}
+
+/** grpc-js's getHost(): the :authority the client addressed. */
+export function hostOf(headers: http2.IncomingHttpHeaders): string {
+  return headers[':authority'] ?? headers.host ?? 'unknown';
+}
+
+/** grpc-js's getAuthContext(): the verified TLS client certificate, which etcd's CN-as-username auth reads. */
+export function authContextOf(stream: http2.ServerHttp2Stream): { transportSecurityType?: string; sslPeerCertificate?: tls.PeerCertificate } {
+  const socket = stream.session?.socket;
+  if (!(socket instanceof tls.TLSSocket) || !socket.authorized) return {};
+  const cert = socket.getPeerCertificate();
+  return { transportSecurityType: 'ssl', sslPeerCertificate: cert.raw ? cert : undefined };
+}
+
+/** Answers one HTTP/2 stream of a registered method. */
+export type FastServe = (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, handler: RegisteredHandler) => void;
+
+export interface FastRoute {
+  /** Full path ("/etcdserverpb.KV/Range"). */
+  path: string;
+  /** The grpc-js handler type the method must be registered with. */
+  type: HandlerType;
+  /** False sends this call to grpc-js after all (e.g. it needs a feature only grpc-js has). */
+  accepts?: (headers: http2.IncomingHttpHeaders) => boolean;
+  serve: FastServe;
+}
+
+/**
+ * Route the given methods around grpc-js's call machinery, all in one hook. Must run before
+ * the server gets its connections (listener.ts creates the connection injector afterwards),
+ * and the server must be built with 'grpc.enable_channelz': 0 (grpc-js then dispatches
+ * through _streamHandler). Anything unusual (compressed requests, a wrong content type,
+ * other methods) still goes to grpc-js.
+ */
+export function installFastRoutes(server: grpc.Server, routes: readonly FastRoute[]): void {
+  const internals = server as unknown as GrpcJsServerInternals;
+  assert(typeof internals._streamHandler === 'function' && internals.handlers instanceof Map, 'grpc-js internals changed: fast paths unavailable');
+  assert.equal(internals.channelzEnabled, false, 'fast paths need grpc.enable_channelz = 0');
+  const fast = new Map<string, { handler: RegisteredHandler; route: FastRoute }>();
+  for (const r of routes) {
+    const h = internals.handlers.get(r.path);
+    assert(h && h.type === r.type, `${r.path} is not a registered ${r.type} method`);
+    assert(!fast.has(r.path), `${r.path} routed twice`);
+    fast.set(r.path, { handler: h, route: r });
+  }
+  const original = internals._streamHandler;
+  internals._streamHandler = function (this: GrpcJsServerInternals, extra, stream, headers) {
+    const f = fast.get(headers[':path'] ?? '');
+    const ct = headers['content-type'];
+    const enc = headers['grpc-encoding'];
+    if (
+      f === undefined ||
+      typeof ct !== 'string' ||
+      !ct.startsWith('application/grpc') ||
+      (enc !== undefined && enc !== 'identity') ||
+      (f.route.accepts !== undefined && !f.route.accepts(headers))
+    ) {
+      return original.call(this, extra, stream, headers);
+    }
+    // Same as grpc-js: an 'error' without a listener would throw; 'close' handles the outcome.
+    stream.once('error', () => {});
+    this.onStreamOpened?.(stream);
+    f.route.serve(stream, headers, f.handler);
+  };
+}
