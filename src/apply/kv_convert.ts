@@ -1,16 +1,44 @@
 // Conversions between the store's KeyValue (numbers, bigint) and the wire objects
 // (int64 as decimal strings).
+import { storedRecord } from '../mvcc/kv_codec';
 import type { KeyValue } from '../mvcc/types';
+import { keyValueWithRecord } from '../pb/kv_wire';
 import type * as pb from '../pb/types';
 
+const EMPTY = Buffer.alloc(0);
+
+function leaseString(lease: bigint): string {
+  return lease === 0n ? '0' : lease.toString();
+}
+
+/**
+ * The wire object of a KeyValue. One read from the store keeps its stored record, which is
+ * its encoding, so the response encoder copies those bytes instead of encoding it again.
+ */
 export function toPbKv(kv: KeyValue): pb.KeyValue {
+  const record = storedRecord(kv);
+  if (record !== null) {
+    return keyValueWithRecord(kv.key, String(kv.createRevision), String(kv.modRevision), String(kv.version), kv.value, leaseString(kv.lease), record);
+  }
   return {
     key: kv.key,
     createRevision: String(kv.createRevision),
     modRevision: String(kv.modRevision),
     version: String(kv.version),
     value: kv.value,
-    lease: kv.lease.toString(),
+    lease: leaseString(kv.lease),
+  };
+}
+
+/** The wire object of a KeyValue without its value (keys_only). */
+export function toPbKvWithoutValue(kv: KeyValue): pb.KeyValue {
+  return {
+    key: kv.key,
+    createRevision: String(kv.createRevision),
+    modRevision: String(kv.modRevision),
+    version: String(kv.version),
+    value: EMPTY,
+    lease: leaseString(kv.lease),
   };
 }
 
@@ -47,8 +75,6 @@ export function int64ToBigInt(v: string | number | null | undefined): bigint {
     return 0n;
   }
 }
-
-const EMPTY = Buffer.alloc(0);
 
 export function buf(b: Buffer | null | undefined): Buffer {
   return b ?? EMPTY;

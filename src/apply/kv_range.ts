@@ -4,7 +4,7 @@ import type { RangeReader } from '../mvcc/store';
 import type { KeyValue } from '../mvcc/types';
 import { RangeRequest_SortOrder as SortOrder, RangeRequest_SortTarget as SortTarget } from '../pb/types';
 import type * as pb from '../pb/types';
-import { buf, int64ToNumber, revHeader, toPbKv } from './kv_convert';
+import { buf, int64ToNumber, revHeader, toPbKv, toPbKvWithoutValue } from './kv_convert';
 
 function comparator(target: number): ((a: KeyValue, b: KeyValue) => number) | null {
   switch (target) {
@@ -67,11 +67,7 @@ export function applyRange(reader: RangeReader, req: pb.RangeRequest): pb.RangeR
   }
   return {
     header: revHeader(rr.rev),
-    kvs: kvs.map((kv) => {
-      const p = toPbKv(kv);
-      if (req.keysOnly) p.value = Buffer.alloc(0);
-      return p;
-    }),
+    kvs: kvs.map(req.keysOnly ? toPbKvWithoutValue : toPbKv),
     more,
     count: String(rr.count),
   };

@@ -103,76 +103,214 @@ function copyOut(data: Uint8Array, start: number, len: number): Buffer {
 }
 
 /**
- * Decodes a record; the returned buffers are copies (LMDB memory may be reused). With
+ * Records are copied out of LMDB's read buffer into slabs of this size: one view per record
+ * instead of a Buffer.allocUnsafe each (dearer, and more garbage). A slab stays alive while any
+ * KeyValue decoded into it does, as Node's own Buffer pool does: keep a decoded key or value
+ * for long only as a copy (keysWithLease does).
+ */
+const SLAB_BYTES = 16 * 1024;
+/** Larger records get a buffer of their own. */
+const SLAB_MAX_RECORD_BYTES = SLAB_BYTES / 4;
+let slab = Buffer.allocUnsafeSlow(SLAB_BYTES);
+let slabPos = 0;
+
+function copyRecord(data: Uint8Array, len: number): Buffer {
+  if (len > SLAB_MAX_RECORD_BYTES) return copyOut(data, 0, len);
+  if (slabPos + len > SLAB_BYTES) {
+    slab = Buffer.allocUnsafeSlow(SLAB_BYTES);
+    slabPos = 0;
+  }
+  const start = slabPos;
+  slab.set(new Uint8Array(data.buffer, data.byteOffset, len), start);
+  slabPos = start + len;
+  return slab.subarray(start, start + len);
+}
+
+/**
+ * A KeyValue read from the store together with the record it was decoded from, when that record
+ * is exactly what encodeKeyValue writes for these fields (so a response can carry the record's
+ * bytes instead of encoding the fields again). The record is handed out only while every field
+ * still holds what was decoded (key and value are views into the record, so the very same
+ * buffers): code that changes a field gets its fields encoded, never stale bytes. (Checking is
+ * cheaper than Object.freeze, which showed in profiles.)
+ */
+class StoredKeyValue implements KeyValue {
+  key: Buffer;
+  createRevision: number;
+  modRevision: number;
+  version: number;
+  value: Buffer;
+  lease: bigint;
+  readonly #record: Buffer;
+  readonly #key: Buffer;
+  readonly #createRevision: number;
+  readonly #modRevision: number;
+  readonly #version: number;
+  readonly #value: Buffer;
+  readonly #lease: bigint;
+
+  constructor(key: Buffer, createRevision: number, modRevision: number, version: number, value: Buffer, lease: bigint, record: Buffer) {
+    this.key = key;
+    this.createRevision = createRevision;
+    this.modRevision = modRevision;
+    this.version = version;
+    this.value = value;
+    this.lease = lease;
+    this.#record = record;
+    this.#key = key;
+    this.#createRevision = createRevision;
+    this.#modRevision = modRevision;
+    this.#version = version;
+    this.#value = value;
+    this.#lease = lease;
+  }
+
+  static recordOf(kv: KeyValue): Buffer | null {
+    if (!(#record in kv)) return null;
+    const s = kv as StoredKeyValue;
+    const unchanged =
+      s.key === s.#key &&
+      s.createRevision === s.#createRevision &&
+      s.modRevision === s.#modRevision &&
+      s.version === s.#version &&
+      s.value === s.#value &&
+      s.lease === s.#lease;
+    return unchanged ? s.#record : null;
+  }
+}
+
+/**
+ * The stored mvccpb.KeyValue bytes `kv` was decoded from (the canonical encoding of its
+ * fields), or null for a KeyValue built any other way or changed since.
+ */
+export function storedRecord(kv: KeyValue): Buffer | null {
+  return StoredKeyValue.recordOf(kv);
+}
+
+// Varint reading for decodeKeyValue. The position after a varint and whether every varint so far
+// was in its shortest form are module state: decoding is synchronous and never re-entered, and
+// this keeps the per-record path free of allocations. Bounds are checked with plain
+// comparisons (assert() per byte showed in profiles).
+let varintEnd = 0;
+let varintsShortest = true;
+
+function truncated(): never {
+  assert.fail('truncated varint in stored KeyValue');
+}
+
+/** A varint below 2^53 (lengths, revisions, versions) at p. */
+function readSmall(buf: Uint8Array, p: number): number {
+  const len = buf.length;
+  let result = 0;
+  let mul = 1;
+  for (let i = 0; i < 8; i++) {
+    if (p >= len) truncated();
+    const b = buf[p++];
+    result += (b & 0x7f) * mul;
+    if ((b & 0x80) === 0) {
+      // A multi-byte varint ending in a zero byte has a shorter form.
+      if (b === 0 && i > 0) varintsShortest = false;
+      varintEnd = p;
+      return result;
+    }
+    mul *= 128;
+  }
+  const v = readBig(buf, p - 8);
+  assert(v <= BigInt(Number.MAX_SAFE_INTEGER), 'varint beyond 2^53 in stored KeyValue');
+  return Number(v);
+}
+
+function readBig(buf: Uint8Array, p: number): bigint {
+  const len = buf.length;
+  let result = 0n;
+  let shift = 0n;
+  for (;;) {
+    if (p >= len) truncated();
+    const b = buf[p++];
+    result |= BigInt(b & 0x7f) << shift;
+    if ((b & 0x80) === 0) {
+      if ((b === 0 && shift > 0n) || result >= 1n << 64n) varintsShortest = false;
+      varintEnd = p;
+      return result;
+    }
+    shift += 7n;
+    if (shift >= 70n) assert.fail('varint too long in stored KeyValue');
+  }
+}
+
+/**
+ * Decodes a record. The returned buffers are copies (LMDB memory may be reused). With
  * `withoutValue` the value is left empty (rebuilding the index at start-up reads every record
- * and needs none of their values).
+ * and needs none of their values, keys-only ranges send none). Otherwise, when the record is
+ * canonical, the result also carries a copy of the record (storedRecord()).
  */
 export function decodeKeyValue(data: Uint8Array, withoutValue = false): KeyValue {
-  const buf = data;
-  const kv: KeyValue = { key: EMPTY, createRevision: 0, modRevision: 0, version: 0, value: EMPTY, lease: 0n };
+  const len = data.length;
+  // One copy of the whole record; key and value are views into it.
+  const buf: Uint8Array = withoutValue ? data : copyRecord(data, len);
+  let key: Buffer = EMPTY;
+  let createRevision = 0;
+  let modRevision = 0;
+  let version = 0;
+  let value: Buffer = EMPTY;
+  let lease = 0n;
+  // Fields must come once each, in field order, with no zero values: encodeKeyValue's layout.
+  let canonical = true;
+  varintsShortest = true;
+  let lastTag = 0;
   let p = 0;
-  const readVarint = (): bigint => {
-    let result = 0n;
-    let shift = 0n;
-    for (;;) {
-      assert(p < buf.length, 'truncated varint');
-      const b = buf[p++];
-      result |= BigInt(b & 0x7f) << shift;
-      if ((b & 0x80) === 0) return result;
-      shift += 7n;
-      assert(shift < 70n, 'varint too long');
-    }
-  };
-  const readSmall = (): number => {
-    // Fast path for varints below 2^28 (lengths, revisions of most stores).
-    let result = 0;
-    let mul = 1;
-    const start = p;
-    for (let i = 0; i < 8; i++) {
-      assert(p < buf.length, 'truncated varint');
-      const b = buf[p++];
-      result += (b & 0x7f) * mul;
-      if ((b & 0x80) === 0) return result;
-      mul *= 128;
-    }
-    p = start;
-    const v = readVarint();
-    assert(v <= BigInt(Number.MAX_SAFE_INTEGER));
-    return Number(v);
-  };
-  while (p < buf.length) {
+  while (p < len) {
     const tag = buf[p++];
+    if (tag <= lastTag) canonical = false;
+    lastTag = tag;
     switch (tag) {
       case 0x0a: {
-        const len = readSmall();
-        assert(p + len <= buf.length, 'truncated key');
-        kv.key = copyOut(buf, p, len);
-        p += len;
+        const n = readSmall(buf, p);
+        p = varintEnd;
+        if (p + n > len) assert.fail('truncated key in stored KeyValue');
+        if (n === 0) canonical = false;
+        key = withoutValue ? copyOut(buf, p, n) : (buf as Buffer).subarray(p, p + n);
+        p += n;
         break;
       }
       case 0x10:
-        kv.createRevision = readSmall();
+        createRevision = readSmall(buf, p);
+        p = varintEnd;
+        if (createRevision === 0) canonical = false;
         break;
       case 0x18:
-        kv.modRevision = readSmall();
+        modRevision = readSmall(buf, p);
+        p = varintEnd;
+        if (modRevision === 0) canonical = false;
         break;
       case 0x20:
-        kv.version = readSmall();
+        version = readSmall(buf, p);
+        p = varintEnd;
+        if (version === 0) canonical = false;
         break;
       case 0x2a: {
-        const len = readSmall();
-        assert(p + len <= buf.length, 'truncated value');
-        if (!withoutValue) kv.value = copyOut(buf, p, len);
-        p += len;
+        const n = readSmall(buf, p);
+        p = varintEnd;
+        if (p + n > len) assert.fail('truncated value in stored KeyValue');
+        if (n === 0) canonical = false;
+        if (!withoutValue) value = (buf as Buffer).subarray(p, p + n);
+        p += n;
         break;
       }
-      case 0x30:
-        kv.lease = BigInt.asIntN(64, readVarint());
+      case 0x30: {
+        const u = readBig(buf, p);
+        p = varintEnd;
+        if (u === 0n) canonical = false;
+        lease = BigInt.asIntN(64, u);
         break;
+      }
       default:
         assert.fail(`unexpected field tag ${tag} in stored KeyValue`);
     }
   }
-  assert(p === buf.length, 'stored KeyValue overruns');
-  return kv;
+  assert(p === len, 'stored KeyValue overruns');
+  if (!withoutValue && canonical && varintsShortest) {
+    return new StoredKeyValue(key, createRevision, modRevision, version, value, lease, buf as Buffer);
+  }
+  return { key, createRevision, modRevision, version, value, lease };
 }

@@ -132,18 +132,23 @@ export class MvccStore {
     if (opts?.countOnly || count === 0) return { kvs: [], count, rev: curRev };
     const limit = hits.length;
     const kvs: KeyValue[] = new Array(limit);
+    const withoutValue = opts?.keysOnly === true;
+    // One look-up through the backend's handle per range, not per key.
+    const get = this.kv.getBinaryFast;
+    const readKey = this.readKey;
     for (let i = 0; i < limit; i++) {
-      const kv = this.readRecord(hits[i].modMain, hits[i].modSub);
-      if (opts?.keysOnly) kv.value = EMPTY;
-      kvs[i] = kv;
+      const h = hits[i];
+      // getBinaryFast returns memory reused by the next read; decodeKeyValue copies out of it.
+      const raw = get(revToBytes(h.modMain, h.modSub, false, readKey));
+      if (!raw) assert.fail(`index points at missing record ${h.modMain}.${h.modSub}`);
+      kvs[i] = decodeKeyValue(raw, withoutValue);
     }
     return { kvs, count, rev: curRev };
   }
 
   private readRecord(main: number, sub: number): KeyValue {
-    // getBinaryFast returns memory reused by the next read; decodeKeyValue copies out of it.
     const raw = this.kv.getBinaryFast(revToBytes(main, sub, false, this.readKey));
-    assert(raw, `index points at missing record ${main}.${sub}`);
+    if (!raw) assert.fail(`index points at missing record ${main}.${sub}`);
     return decodeKeyValue(raw);
   }
 
@@ -188,7 +193,10 @@ export class MvccStore {
   keysWithLease(): Array<{ key: Buffer; lease: bigint }> {
     const out: Array<{ key: Buffer; lease: bigint }> = [];
     this.index.forEachLive((ki) => {
-      const kv = this.readRecord(ki.modMain, ki.modSub);
+      // Without the value: no record slab stays referenced by the keys the lessor keeps.
+      const raw = this.kv.getBinaryFast(revToBytes(ki.modMain, ki.modSub, false, this.readKey));
+      if (!raw) assert.fail(`index points at missing record ${ki.modMain}.${ki.modSub}`);
+      const kv = decodeKeyValue(raw, true);
       if (kv.lease !== 0n) out.push({ key: kv.key, lease: kv.lease });
     });
     return out;

@@ -122,7 +122,82 @@ function writeResponseHeader(w: Writer, h: Obj): void {
   writeInt64Field(w, 0x20, h.raftTerm);
 }
 
+/**
+ * An mvccpb.KeyValue whose encoding is known: the record the store keeps it as. The encoders
+ * below copy `record` instead of encoding the fields, as long as every field still holds what
+ * it was built with (a changed field means the fields are encoded, never stale bytes). The
+ * fields are own enumerable properties like those of any other KeyValue object.
+ */
+class RecordKeyValue implements pb.KeyValue {
+  key: Buffer;
+  createRevision: string;
+  modRevision: string;
+  version: string;
+  value: Buffer;
+  lease: string;
+  readonly #record: Buffer;
+  readonly #key: Buffer;
+  readonly #createRevision: string;
+  readonly #modRevision: string;
+  readonly #version: string;
+  readonly #value: Buffer;
+  readonly #lease: string;
+
+  constructor(key: Buffer, createRevision: string, modRevision: string, version: string, value: Buffer, lease: string, record: Buffer) {
+    this.key = key;
+    this.createRevision = createRevision;
+    this.modRevision = modRevision;
+    this.version = version;
+    this.value = value;
+    this.lease = lease;
+    this.#record = record;
+    this.#key = key;
+    this.#createRevision = createRevision;
+    this.#modRevision = modRevision;
+    this.#version = version;
+    this.#value = value;
+    this.#lease = lease;
+  }
+
+  static recordOf(kv: object): Buffer | null {
+    if (!(#record in kv)) return null;
+    const r = kv as RecordKeyValue;
+    const unchanged =
+      r.key === r.#key &&
+      r.createRevision === r.#createRevision &&
+      r.modRevision === r.#modRevision &&
+      r.version === r.#version &&
+      r.value === r.#value &&
+      r.lease === r.#lease;
+    return unchanged ? r.#record : null;
+  }
+}
+
+/**
+ * A KeyValue object that encodes as `record`. The caller guarantees `record` is the canonical
+ * encoding of these fields (what writeKeyValue would write: field order, zero fields omitted,
+ * shortest varints); test/unit/pb/kv_record.test.ts checks the store's records are.
+ */
+export function keyValueWithRecord(
+  key: Buffer,
+  createRevision: string,
+  modRevision: string,
+  version: string,
+  value: Buffer,
+  lease: string,
+  record: Buffer,
+): pb.KeyValue {
+  return new RecordKeyValue(key, createRevision, modRevision, version, value, lease, record);
+}
+
+/** The encoding a KeyValue object carries (keyValueWithRecord), or null. */
+export function keyValueRecord(kv: object): Buffer | null {
+  return RecordKeyValue.recordOf(kv);
+}
+
 export function keyValueSize(kv: Obj): number {
+  const record = RecordKeyValue.recordOf(kv);
+  if (record !== null) return record.length;
   return (
     bytesFieldSize(kv.key) +
     int64FieldSize(kv.createRevision) +
@@ -134,6 +209,12 @@ export function keyValueSize(kv: Obj): number {
 }
 
 function writeKeyValue(w: Writer, kv: Obj): void {
+  const record = RecordKeyValue.recordOf(kv);
+  if (record !== null) {
+    w.buf.set(record, w.pos);
+    w.pos += record.length;
+    return;
+  }
   writeBytesField(w, 0x0a, kv.key);
   writeInt64Field(w, 0x10, kv.createRevision);
   writeInt64Field(w, 0x18, kv.modRevision);

@@ -1,0 +1,234 @@
+// KeyValues read from the store carry their stored record, and the response encoders copy that
+// record instead of encoding the fields. What a client receives must not change: every response
+// below is encoded twice, once with the records and once from the fields alone (a plain copy of
+// each KeyValue), and the bytes must be equal; the fields must be those protobufjs decodes.
+import { afterEach, describe, expect, it } from 'vitest';
+import { applyDeleteRange, applyPut, applyRange, applyTxn } from '../../../src/apply/kv';
+import { toPbKv } from '../../../src/apply/kv_convert';
+import { decodeKeyValue, encodeKeyValue, storedRecord } from '../../../src/mvcc/kv_codec';
+import type { KeyValue } from '../../../src/mvcc/types';
+import { decodeMessage } from '../../../src/pb/internal';
+import { encodeRangeResponse, encodeTxnResponse, encodePutResponse, encodeDeleteRangeResponse, keyValueRecord } from '../../../src/pb/kv_wire';
+import type * as pb from '../../../src/pb/types';
+import { mulberry32 } from '../../helpers/random';
+import { FakeLeases, rangeReq } from '../apply/kv_helpers';
+import { b, closeStore, openStore, write } from '../mvcc/helpers';
+
+const HEADER: pb.ResponseHeader = { clusterId: '14841639068965178418', memberId: '10276657743932975437', revision: '42', raftTerm: '3' };
+
+/** A deep copy in which every KeyValue is a plain object (no record): encodes from the fields. */
+function plain<T>(v: T): T {
+  if (Array.isArray(v)) return v.map(plain) as T;
+  if (v === null || typeof v !== 'object' || Buffer.isBuffer(v)) return v;
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v)) out[k] = plain(x);
+  return out as T;
+}
+
+function randomKv(r: () => number): KeyValue {
+  const int = (n: number): number => Math.floor(r() * n);
+  const pick = (): number => [0, 1, int(128), int(2 ** 21), int(2 ** 31), Math.floor(r() * Number.MAX_SAFE_INTEGER), Number.MAX_SAFE_INTEGER][int(7)];
+  const bytes = (n: number): Buffer => Buffer.from(Array.from({ length: n }, () => int(256)));
+  const leases = [0n, 1n, 7587862072378046000n, -1n, -(2n ** 63n), 2n ** 63n - 1n, BigInt(int(2 ** 31))];
+  return {
+    key: bytes(1 + int(r() < 0.1 ? 3000 : 40)),
+    createRevision: pick(),
+    modRevision: pick(),
+    version: pick(),
+    value: bytes(r() < 0.2 ? 0 : int(r() < 0.1 ? 70000 : 300)),
+    lease: leases[int(leases.length)],
+  };
+}
+
+describe('stored KeyValue records', () => {
+  it('a decoded record keeps its bytes and the same fields; its wire object encodes as from the fields', () => {
+    const r = mulberry32(20261130);
+    // Buffers compared with equals(): deep equality of long buffers in expect() is slow.
+    const same = (a: KeyValue | pb.KeyValue, b: KeyValue | pb.KeyValue): boolean =>
+      a.key.equals(b.key) &&
+      a.value.equals(b.value) &&
+      a.createRevision === b.createRevision &&
+      a.modRevision === b.modRevision &&
+      a.version === b.version &&
+      a.lease === b.lease;
+    for (let i = 0; i < 600; i++) {
+      const kv = randomKv(r);
+      const rec = encodeKeyValue(kv);
+      const got = decodeKeyValue(rec);
+      expect(same(got, kv)).toBe(true);
+      const record = storedRecord(got);
+      expect(record).not.toBeNull();
+      expect(record!.equals(rec)).toBe(true);
+      // The record is a copy: LMDB's read buffer is reused by the next read.
+      expect(record!.buffer === rec.buffer && record!.byteOffset === rec.byteOffset).toBe(false);
+
+      const p = toPbKv(got);
+      expect(keyValueRecord(p)).toBe(record);
+      // Own enumerable fields, in proto-loader's order, like any other KeyValue object.
+      expect(Object.keys(p)).toEqual(['key', 'createRevision', 'modRevision', 'version', 'value', 'lease']);
+      const resp: pb.RangeResponse = { header: HEADER, kvs: [p, p], more: false, count: '2' };
+      const fast = encodeRangeResponse(resp);
+      expect(fast.equals(encodeRangeResponse(plain(resp)))).toBe(true);
+      const back = decodeMessage('etcdserverpb.RangeResponse', fast);
+      expect(same(back.kvs[1], p)).toBe(true);
+    }
+  });
+
+  it('a wire object with a record equals the plain object of the same fields', () => {
+    const kv = decodeKeyValue(encodeKeyValue({ key: b('k'), createRevision: 2, modRevision: 3, version: 1, value: b('v'), lease: -5n }));
+    const p = toPbKv(kv);
+    expect(p).toEqual({ key: b('k'), createRevision: '2', modRevision: '3', version: '1', value: b('v'), lease: '-5' });
+    expect(JSON.parse(JSON.stringify(p))).toEqual(JSON.parse(JSON.stringify(plain(p))));
+  });
+
+  it('records not in encodeKeyValue layout decode without their bytes', () => {
+    const cases: Array<[string, number[]]> = [
+      ['fields out of order', [0x18, 5, 0x0a, 1, 0x61, 0x10, 5]],
+      ['a field twice', [0x0a, 1, 0x61, 0x10, 5, 0x10, 6]],
+      ['a zero varint written', [0x0a, 1, 0x61, 0x10, 0]],
+      ['an empty value written', [0x0a, 1, 0x61, 0x10, 5, 0x2a, 0]],
+      ['a zero lease written', [0x0a, 1, 0x61, 0x30, 0]],
+      ['a padded varint', [0x0a, 1, 0x61, 0x10, 0x85, 0x00]],
+      ['a padded lease', [0x0a, 1, 0x61, 0x30, 0x81, 0x80, 0x00]],
+      ['a lease beyond 64 bits', [0x0a, 1, 0x61, 0x30, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]],
+    ];
+    for (const [what, bytes] of cases) {
+      const kv = decodeKeyValue(Buffer.from(bytes));
+      expect(storedRecord(kv), what).toBeNull();
+      expect(kv.key.toString(), what).toBe('a');
+      // Its wire object encodes from the fields.
+      expect(keyValueRecord(toPbKv(kv)), what).toBeNull();
+    }
+    // Canonical multi-byte varints are kept.
+    expect(storedRecord(decodeKeyValue(Buffer.from([0x0a, 1, 0x61, 0x10, 0x85, 0x01])))).not.toBeNull();
+  });
+
+  it('a KeyValue whose fields were changed is encoded from its fields, not from its record', () => {
+    const fields = { key: b('k'), createRevision: 2, modRevision: 3, version: 1, value: b('v'), lease: 0n };
+    const changes: Array<[string, (kv: KeyValue) => void]> = [
+      ['key', (kv) => (kv.key = b('other'))],
+      ['createRevision', (kv) => (kv.createRevision = 1)],
+      ['modRevision', (kv) => (kv.modRevision = 9)],
+      ['version', (kv) => (kv.version = 7)],
+      ['value', (kv) => (kv.value = Buffer.alloc(0))],
+      ['lease', (kv) => (kv.lease = 5n)],
+    ];
+    for (const [what, change] of changes) {
+      const kv = decodeKeyValue(encodeKeyValue(fields));
+      expect(storedRecord(kv), what).not.toBeNull();
+      change(kv);
+      expect(storedRecord(kv), what).toBeNull();
+      const resp: pb.RangeResponse = { header: HEADER, kvs: [toPbKv(kv)], more: false, count: '1' };
+      expect(encodeRangeResponse(resp).equals(encodeRangeResponse(plain(resp))), what).toBe(true);
+      expect(decodeMessage('etcdserverpb.RangeResponse', encodeRangeResponse(resp)).kvs[0].key.equals(kv.key)).toBe(true);
+    }
+    const wireChanges: Array<[string, (p: pb.KeyValue) => void]> = [
+      ['key', (p) => (p.key = b('other'))],
+      ['createRevision', (p) => (p.createRevision = '1')],
+      ['modRevision', (p) => (p.modRevision = '9')],
+      ['version', (p) => (p.version = '7')],
+      ['value', (p) => (p.value = Buffer.alloc(0))],
+      ['lease', (p) => (p.lease = '5')],
+    ];
+    for (const [what, change] of wireChanges) {
+      const p = toPbKv(decodeKeyValue(encodeKeyValue(fields)));
+      expect(keyValueRecord(p), what).not.toBeNull();
+      change(p);
+      expect(keyValueRecord(p), what).toBeNull();
+      const resp: pb.RangeResponse = { header: HEADER, kvs: [p], more: false, count: '1' };
+      const bytes = encodeRangeResponse(resp);
+      expect(bytes.equals(encodeRangeResponse(plain(resp))), what).toBe(true);
+      expect(decodeMessage('etcdserverpb.RangeResponse', bytes).kvs[0]).toEqual({ ...p });
+    }
+  });
+
+  it('keys-only and start-up decoding carry no record', () => {
+    const kv = decodeKeyValue(encodeKeyValue({ key: b('k'), createRevision: 2, modRevision: 3, version: 1, value: b('v'), lease: 5n }), true);
+    expect(storedRecord(kv)).toBeNull();
+    expect(kv.value.length).toBe(0);
+  });
+});
+
+describe('responses built from the store', () => {
+  const opened: Array<ReturnType<typeof openStore>> = [];
+  afterEach(async () => {
+    for (const s of opened.splice(0)) await closeStore(s);
+  });
+
+  function seeded(): ReturnType<typeof openStore> {
+    const s = openStore();
+    opened.push(s);
+    const leases = new FakeLeases([5n, -3n]);
+    const r = mulberry32(7);
+    for (let i = 0; i < 40; i++) {
+      write(s, (t) => {
+        const k = `k${String(Math.floor(r() * 30)).padStart(2, '0')}`;
+        if (r() < 0.15) applyDeleteRange(t, leases, { key: b(k), rangeEnd: Buffer.alloc(0), prevKv: true });
+        else applyPut(t, leases, { key: b(k), value: Buffer.alloc(Math.floor(r() * 400), i), lease: r() < 0.3 ? (r() < 0.5 ? '5' : '-3') : '0', prevKv: true, ignoreValue: false, ignoreLease: false });
+      });
+    }
+    return s;
+  }
+
+  it('ranges of every kind encode exactly as from the fields', () => {
+    const s = seeded();
+    const reqs: pb.RangeRequest[] = [
+      rangeReq('k', { rangeEnd: 'l' }),
+      rangeReq('k05'),
+      rangeReq('k', { rangeEnd: 'l', limit: '3' }),
+      rangeReq('k', { rangeEnd: 'l', keysOnly: true }),
+      rangeReq('k', { rangeEnd: 'l', keysOnly: true, sortTarget: 4, sortOrder: 2 }),
+      rangeReq('k', { rangeEnd: 'l', sortTarget: 4, sortOrder: 1 }),
+      rangeReq('k', { rangeEnd: 'l', sortTarget: 2, sortOrder: 2, minModRevision: '10' }),
+      rangeReq('k', { rangeEnd: 'l', countOnly: true }),
+      rangeReq('k', { rangeEnd: 'l', revision: '20' }),
+      rangeReq('\0', { rangeEnd: '\0' }),
+    ];
+    let withRecords = 0;
+    for (const req of reqs) {
+      const resp = applyRange(s.store, req);
+      resp.header = HEADER;
+      withRecords += resp.kvs.filter((kv) => keyValueRecord(kv) !== null).length;
+      if (req.keysOnly) for (const kv of resp.kvs) expect(kv.value.length).toBe(0);
+      expect(encodeRangeResponse(resp).equals(encodeRangeResponse(plain(resp)))).toBe(true);
+      expect(decodeMessage('etcdserverpb.RangeResponse', encodeRangeResponse(resp)).kvs).toEqual(plain(resp.kvs));
+    }
+    expect(withRecords).toBeGreaterThan(50);
+  });
+
+  it('txn, put and delete responses with ranges and previous values encode exactly as from the fields', () => {
+    const s = seeded();
+    const leases = new FakeLeases([5n, -3n]);
+    const txnReq: pb.TxnRequest = {
+      compare: [],
+      success: [
+        { requestRange: rangeReq('k', { rangeEnd: 'l' }), request: 'requestRange' },
+        { requestPut: { key: b('k01'), value: b('new'), lease: '0', prevKv: true, ignoreValue: false, ignoreLease: false }, request: 'requestPut' },
+        { requestDeleteRange: { key: b('k1'), rangeEnd: b('k2'), prevKv: true }, request: 'requestDeleteRange' },
+        { requestRange: rangeReq('k', { rangeEnd: 'l', keysOnly: true }), request: 'requestRange' },
+      ],
+      failure: [],
+    } as pb.TxnRequest;
+    const txnResp = s.backend.batch(() => applyTxn(s.store, leases, txnReq));
+    txnResp.header = HEADER;
+    expect(encodeTxnResponse(txnResp).equals(encodeTxnResponse(plain(txnResp)))).toBe(true);
+    const putResp = s.backend.batch(() => {
+      const t = s.store.write();
+      const out = applyPut(t, leases, { key: b('k02'), value: b('x'), lease: '0', prevKv: true, ignoreValue: false, ignoreLease: false });
+      t.end();
+      return out;
+    });
+    putResp.header = HEADER;
+    expect(keyValueRecord(putResp.prevKv!)).not.toBeNull();
+    expect(encodePutResponse(putResp).equals(encodePutResponse(plain(putResp)))).toBe(true);
+    const delResp = s.backend.batch(() => {
+      const t = s.store.write();
+      const out = applyDeleteRange(t, leases, { key: b('k'), rangeEnd: b('l'), prevKv: true });
+      t.end();
+      return out;
+    });
+    delResp.header = HEADER;
+    expect(delResp.prevKvs.length).toBeGreaterThan(5);
+    expect(encodeDeleteRangeResponse(delResp).equals(encodeDeleteRangeResponse(plain(delResp)))).toBe(true);
+  });
+});
