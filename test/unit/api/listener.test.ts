@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { testTempDir } from '../../helpers/temp_dir';
 import * as grpc from '@grpc/grpc-js';
 import { clientConstructor } from '../../../src/pb/load';
 import { createGrpcServer } from '../../../src/api/grpc_server';
@@ -54,7 +54,7 @@ describe('listenClientUrls', () => {
   });
 
   it('serves a unix socket and closes without hanging while clients stay connected', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'api-listener-'));
+    const dir = testTempDir('api-listener-');
     const sockPath = path.join(dir, 'etcd.sock');
     fs.writeFileSync(path.join(dir, 'placeholder'), '');
     const fake = new FakeServer();

@@ -1,12 +1,12 @@
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { testTempDir } from '../../helpers/temp_dir';
 import { parseConfig } from '../../../src/config';
 import { parseYaml } from '../../../src/config/yaml';
 
 function writeConfig(text: string): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-conf-'));
+  const dir = testTempDir('etcd-conf-');
   const file = path.join(dir, 'etcd.conf.yml');
   fs.writeFileSync(file, text);
   return file;

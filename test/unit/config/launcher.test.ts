@@ -1,15 +1,15 @@
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { testTempDir } from '../../helpers/temp_dir';
 
 const LAUNCHER = path.resolve(__dirname, '../../../bin/etcd');
 
 // A throwaway repo root whose "tsc" is a stub that counts its runs and writes a main.js
 // echoing its arguments, so the launcher's own logic is what is tested.
 function fakeRoot(): string {
-  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-launcher-'));
+  const root = testTempDir('etcd-launcher-');
   fs.mkdirSync(path.join(root, 'bin'));
   fs.copyFileSync(LAUNCHER, path.join(root, 'bin', 'etcd'));
   fs.chmodSync(path.join(root, 'bin', 'etcd'), 0o755);
@@ -33,7 +33,7 @@ function fakeRoot(): string {
 describe('bin/etcd launcher', () => {
   it('builds once even when started in parallel through a symlink, then passes arguments through', async () => {
     const root = fakeRoot();
-    const linkDir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-link-'));
+    const linkDir = testTempDir('etcd-link-');
     const link = path.join(linkDir, 'etcd');
     fs.symlinkSync(path.join(root, 'bin', 'etcd'), link);
     const runOne = () =>

@@ -2,9 +2,9 @@
 process.env.TZ = 'UTC';
 
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { testTempDir } from '../../helpers/temp_dir';
 import {
   createLogger,
   formatGoDuration,
@@ -144,7 +144,7 @@ describe('logger output shape', () => {
   });
 
   it('writes to a file output (append)', () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-log-'));
+    const dir = testTempDir('etcd-log-');
     const file = path.join(dir, 'etcd.log');
     fs.writeFileSync(file, 'existing\n');
     const lg = createLogger({ outputs: [file, file] });

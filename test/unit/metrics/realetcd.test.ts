@@ -1,10 +1,9 @@
 import { spawn } from 'node:child_process';
-import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { testTempDir } from '../../helpers/temp_dir';
 import { createMetrics } from '../../../src/metrics';
 
 const REAL_ETCD = '/usr/bin/etcd';
@@ -45,7 +44,7 @@ function families(body: string) {
 
 describe('metrics compared with the real etcd', () => {
   it('every metric both export has the same type and help text', async () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'real-etcd-'));
+    const dir = testTempDir('real-etcd-');
     const [clientPort, peerPort] = [await freePort(), await freePort()];
     const client = `http://127.0.0.1:${clientPort}`;
     const peer = `http://127.0.0.1:${peerPort}`;

@@ -1,12 +1,21 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { afterAll } from 'vitest';
 import { Backend } from '../../../src/backend/backend';
 import { MvccStore } from '../../../src/mvcc/store';
 import type { MvccEvent } from '../../../src/mvcc/types';
 
+/** Temp dirs of this test file; they outlive closeStore (tests reopen a closed store's path). */
+const tempDirs: string[] = [];
+// Registered while the importing test file is collected, so it runs after that file's tests.
+afterAll(() => {
+  for (const dir of tempDirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
+});
+
 export function tempDbPath(): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mvcc-test-'));
+  tempDirs.push(dir);
   return path.join(dir, 'member', 'snap', 'db');
 }
 
