@@ -115,7 +115,7 @@ export function responseHeaderSize(h: Obj): number {
   return int64FieldSize(h.clusterId) + int64FieldSize(h.memberId) + int64FieldSize(h.revision) + int64FieldSize(h.raftTerm);
 }
 
-function writeResponseHeader(w: Writer, h: Obj): void {
+export function writeResponseHeader(w: Writer, h: Obj): void {
   writeInt64Field(w, 0x08, h.clusterId);
   writeInt64Field(w, 0x10, h.memberId);
   writeInt64Field(w, 0x18, h.revision);

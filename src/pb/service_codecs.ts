@@ -1,5 +1,6 @@
-// Server-side codecs of the hot RPCs: the KV requests are decoded and the KV / watch responses
-// encoded by hand (kv_wire.ts) instead of protobufjs's fromObject+encode / decode+toObject.
+// Server-side codecs of the hot RPCs: the KV and lease keepalive requests are decoded and the KV,
+// watch and keepalive responses encoded by hand (kv_wire.ts, lease_wire.ts) instead of
+// protobufjs's fromObject+encode / decode+toObject.
 // Same objects in, same objects out; the bytes are the canonical proto3 encoding (zero scalars
 // omitted, as etcd's own encoder does). Whatever the hand-written code does not handle falls
 // back to proto-loader's codec for that message.
@@ -15,6 +16,7 @@ import {
   encodeTxnResponse,
   encodeWatchResponse,
 } from './kv_wire';
+import { decodeLeaseKeepAliveRequest, encodeLeaseKeepAliveResponse } from './lease_wire';
 import { NotFast } from './wire';
 
 type Decode = (buf: Buffer) => unknown;
@@ -34,6 +36,9 @@ const FAST: Record<string, Record<string, FastMethod>> = {
   },
   'etcdserverpb.Watch': {
     Watch: { encode: encodeWatchResponse },
+  },
+  'etcdserverpb.Lease': {
+    LeaseKeepAlive: { decode: decodeLeaseKeepAliveRequest, encode: encodeLeaseKeepAliveResponse },
   },
 };
 

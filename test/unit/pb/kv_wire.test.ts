@@ -386,8 +386,10 @@ describe('KV and watch response encoders', () => {
     const fast = withFastCodecs('etcdserverpb.KV', kv);
     expect(fast.Compact).toBe(kv.Compact);
     expect((fast.Put as grpc.MethodDefinition<unknown, unknown>).requestSerialize).toBe((kv.Put as grpc.MethodDefinition<unknown, unknown>).requestSerialize);
+    const cluster = serviceDefinition('etcdserverpb.Cluster');
+    expect(withFastCodecs('etcdserverpb.Cluster', cluster)).toBe(cluster);
     const lease = serviceDefinition('etcdserverpb.Lease');
-    expect(withFastCodecs('etcdserverpb.Lease', lease)).toBe(lease);
+    expect(withFastCodecs('etcdserverpb.Lease', lease).LeaseGrant).toBe(lease.LeaseGrant);
   });
 });
 
