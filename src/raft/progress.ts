@@ -22,7 +22,7 @@ export class Inflights {
     const next = (this.start + this.count) % this.size;
     if (this.count > 0) {
       const prev = this.buffer[(next - 1 + this.size) % this.size]!;
-      assert(inflight > prev, `inflights must increase: ${inflight} after ${prev}`);
+      if (!(inflight > prev)) assert.fail(`inflights must increase: ${inflight} after ${prev}`);
     }
     this.buffer[next] = inflight;
     this.count++;

@@ -32,7 +32,7 @@ export class RaftLog {
     const lastNewIndex = index + ents.length;
     const ci = this.findConflict(ents);
     if (ci !== 0) {
-      assert(ci > this.committed, `entry ${ci} conflict with committed entry [committed(${this.committed})]`);
+      if (!(ci > this.committed)) assert.fail(`entry ${ci} conflict with committed entry [committed(${this.committed})]`);
       this.append(ents.slice(ci - (index + 1)));
     }
     this.commitTo(Math.min(committed, lastNewIndex));
@@ -42,13 +42,13 @@ export class RaftLog {
   append(ents: Entry[]): number {
     if (ents.length === 0) return this.lastIndex();
     const after = ents[0]!.index - 1;
-    assert(after >= this.committed, `after(${after}) is out of range [committed(${this.committed})]`);
-    assert(after <= this.lastIndex(), `append at ${after + 1} leaves a gap after lastIndex ${this.lastIndex()}`);
+    if (!(after >= this.committed)) assert.fail(`after(${after}) is out of range [committed(${this.committed})]`);
+    if (!(after <= this.lastIndex())) assert.fail(`append at ${after + 1} leaves a gap after lastIndex ${this.lastIndex()}`);
     let prevTerm = this.termOrZero(after);
     for (let k = 0; k < ents.length; k++) {
       const e = ents[k]!;
       assert.strictEqual(e.index, after + 1 + k, 'appended entries must be contiguous');
-      assert(e.term >= prevTerm, `log terms must not decrease: entry ${e.index} term ${e.term} < ${prevTerm}`);
+      if (!(e.term >= prevTerm)) assert.fail(`log terms must not decrease: entry ${e.index} term ${e.term} < ${prevTerm}`);
       prevTerm = e.term;
     }
     this.unstable.truncateAndAppend(ents);
@@ -113,14 +113,14 @@ export class RaftLog {
   commitTo(toCommit: number): void {
     // Commit never decreases: smaller values are ignored.
     if (this.committed < toCommit) {
-      assert(this.lastIndex() >= toCommit, `tocommit(${toCommit}) is out of range [lastIndex(${this.lastIndex()})]`);
+      if (!(this.lastIndex() >= toCommit)) assert.fail(`tocommit(${toCommit}) is out of range [lastIndex(${this.lastIndex()})]`);
       this.committed = toCommit;
     }
   }
 
   appliedTo(i: number): void {
     if (i === 0) return;
-    assert(this.committed >= i && i >= this.applied, `applied(${i}) is out of range [prevApplied(${this.applied}), committed(${this.committed})]`);
+    if (!(this.committed >= i && i >= this.applied)) assert.fail(`applied(${i}) is out of range [prevApplied(${this.applied}), committed(${this.committed})]`);
     this.applied = i;
   }
 
@@ -220,10 +220,10 @@ export class RaftLog {
   }
 
   private checkOutOfBounds(lo: number, hi: number): void {
-    assert(lo <= hi, `invalid slice ${lo} > ${hi}`);
+    if (!(lo <= hi)) assert.fail(`invalid slice ${lo} > ${hi}`);
     const fi = this.firstIndex();
     if (lo < fi) throw new ErrCompacted();
     const length = this.lastIndex() + 1 - fi;
-    assert(hi <= fi + length, `slice[${lo},${hi}) out of bound [${fi},${this.lastIndex()}]`);
+    if (!(hi <= fi + length)) assert.fail(`slice[${lo},${hi}) out of bound [${fi},${this.lastIndex()}]`);
   }
 }

@@ -151,9 +151,9 @@ export class Raft {
     const t = m.type;
     if (t === MessageType.MsgVote || t === MessageType.MsgVoteResp || t === MessageType.MsgPreVote || t === MessageType.MsgPreVoteResp) {
       // Vote messages carry the term of the election (our term + 1 for pre-votes), never 0.
-      assert(m.term !== 0, `term should be set when sending ${MessageTypeName[t]}`);
+      if (!(m.term !== 0)) assert.fail(`term should be set when sending ${MessageTypeName[t]}`);
     } else {
-      assert(m.term === 0, `term should not be set when sending ${MessageTypeName[t]} (was ${m.term})`);
+      if (!(m.term === 0)) assert.fail(`term should not be set when sending ${MessageTypeName[t]} (was ${m.term})`);
       // Proposals and read requests forwarded to the leader stay term-less: they are local to it.
       if (t !== MessageType.MsgProp && t !== MessageType.MsgReadIndex) m.term = this.term;
     }
@@ -163,7 +163,7 @@ export class Raft {
   /** Sends a MsgApp (or MsgSnap) to `to` if its progress allows; returns whether a message was sent. */
   maybeSendAppend(to: bigint, sendIfEmpty: boolean): boolean {
     const pr = this.prs.progress.get(to);
-    assert(pr, `no progress for ${to}`);
+    if (!(pr)) assert.fail(`no progress for ${to}`);
     if (pr.isPaused()) return false;
     let prevTerm = 0;
     let ents: Entry[] = [];
@@ -336,7 +336,7 @@ export class Raft {
 
   private reset(term: number): void {
     if (this.term !== term) {
-      assert(term > this.term, `term must not decrease (${this.term} -> ${term})`);
+      if (!(term > this.term)) assert.fail(`term must not decrease (${this.term} -> ${term})`);
       this.term = term;
       this.vote = NONE;
     }
@@ -558,7 +558,7 @@ export class Raft {
         return;
       }
       case MessageType.MsgProp: {
-        assert(m.entries.length > 0, `${this.id} stepped empty MsgProp`);
+        if (!(m.entries.length > 0)) assert.fail(`${this.id} stepped empty MsgProp`);
         if (!this.prs.progress.has(this.id)) throw new ErrProposalDropped(); // removed from the config
         if (this.leadTransferee !== NONE) throw new ErrProposalDropped();
         const ents = m.entries.slice();

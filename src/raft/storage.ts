@@ -54,7 +54,7 @@ export class MemoryStorage implements Storage {
   entries(lo: number, hi: number, maxSizeBytes: number): Entry[] {
     const offset = this.ents[0]!.index;
     if (lo <= offset) throw new ErrCompacted();
-    assert(hi <= this.lastIndex() + 1, `entries' hi(${hi}) is out of bound lastindex(${this.lastIndex()})`);
+    if (!(hi <= this.lastIndex() + 1)) assert.fail(`entries' hi(${hi}) is out of bound lastindex(${this.lastIndex()})`);
     if (this.ents.length === 1) throw new ErrUnavailable();
     return limitSize(this.ents.slice(lo - offset, hi - offset), maxSizeBytes);
   }
@@ -122,7 +122,7 @@ export class MemoryStorage implements Storage {
     if (last < first) return; // all already compacted
     if (first > entries[0]!.index) entries = entries.slice(first - entries[0]!.index);
     const offset = entries[0]!.index - this.ents[0]!.index;
-    assert(offset <= this.ents.length, `missing log entry [last: ${this.lastIndex()}, append at: ${entries[0]!.index}]`);
+    if (!(offset <= this.ents.length)) assert.fail(`missing log entry [last: ${this.lastIndex()}, append at: ${entries[0]!.index}]`);
     if (offset === this.ents.length) {
       for (const e of entries) this.ents.push(e);
     } else {

@@ -6,6 +6,7 @@ import { messageType } from '../pb/internal';
 import type * as pb from '../pb/types';
 import type { MessageInit } from '../pb/types';
 import type { ConfState, Entry, Message, Snapshot } from '../raft/types';
+import { decodeMessageFast, encodeMessageFast } from './message_wire';
 
 /** MessageBatch.msgs: field 1, length-delimited. */
 const BATCH_MSGS_TAG = (1 << 3) | 2;
@@ -270,12 +271,14 @@ function fromWire(w: WireMessage): Message {
 }
 
 export function encodeRaftMessage(m: Message): Buffer {
+  if (m.snapshot === null) return encodeMessageFast(m);
   const out = messageType('raftpb.Message').encode(toWire(m)).finish();
   return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
 }
 
 export function decodeRaftMessage(buf: Uint8Array): Message {
-  return fromWire(messageType('raftpb.Message').decode(buf) as unknown as WireMessage);
+  const b = Buffer.isBuffer(buf) ? buf : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
+  return decodeMessageFast(b) ?? fromWire(messageType('raftpb.Message').decode(b) as unknown as WireMessage);
 }
 
 /** A MessageBatch holding already-encoded raftpb.Messages. */
@@ -284,6 +287,44 @@ export function encodeBatch(encoded: readonly Buffer[]): Buffer {
   for (const b of encoded) w.uint32(BATCH_MSGS_TAG).bytes(b);
   const out = w.finish();
   return Buffer.from(out.buffer, out.byteOffset, out.byteLength);
+}
+
+/** Bytes of `n` as a protobuf varint. */
+function varintBytes(n: number): number {
+  let bytes = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 0x80);
+    bytes++;
+  }
+  return bytes;
+}
+
+/** gRPC's message prefix: a compressed flag byte and a big-endian length. */
+export const GRPC_FRAME_HEADER_BYTES = 5;
+
+/**
+ * A MessageBatch of already-encoded raftpb.Messages, preceded by the gRPC message prefix, in one
+ * buffer: the raw stream writes it as is, grpc-js gets the view after the prefix.
+ */
+export function encodeFramedBatch(encoded: readonly Buffer[]): Buffer {
+  let bodyBytes = 0;
+  for (const b of encoded) bodyBytes += 1 + varintBytes(b.length) + b.length;
+  const out = Buffer.allocUnsafe(GRPC_FRAME_HEADER_BYTES + bodyBytes);
+  out[0] = 0;
+  out.writeUInt32BE(bodyBytes, 1);
+  let pos = GRPC_FRAME_HEADER_BYTES;
+  for (const b of encoded) {
+    out[pos++] = BATCH_MSGS_TAG;
+    let n = b.length;
+    while (n >= 0x80) {
+      out[pos++] = (n & 0x7f) | 0x80;
+      n = Math.floor(n / 0x80);
+    }
+    out[pos++] = n;
+    pos += b.copy(out, pos);
+  }
+  assert.equal(pos, out.length);
+  return out;
 }
 
 /** The encoded raftpb.Messages of a MessageBatch (unknown fields are skipped). */

@@ -27,6 +27,9 @@ export interface TransportLimits {
 
 const MiB = 1024 * 1024;
 
+/** grpc-js's default receive limit per message, which the Stream call keeps (a batch is at most ~2 MiB). */
+export const GRPC_MAX_RECEIVE_BYTES = 4 * MiB;
+
 export const DEFAULT_LIMITS: TransportLimits = {
   maxQueuedMsgsPerPeer: 4096,
   maxQueuedBytesPerPeer: 64 * MiB,

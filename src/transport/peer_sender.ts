@@ -1,12 +1,14 @@
 // The sending side towards one peer: a long-lived bidi Stream carrying MessageBatches (one write
 // in flight; whatever queues meanwhile goes in the next batch), and a chunked Snapshot call, one
-// at a time, for MsgSnap and oversized messages so they never hold up heartbeats.
+// at a time, for MsgSnap and oversized messages so they never hold up heartbeats. The Stream
+// call goes over a plain HTTP/2 connection of our own for insecure peer URLs (raw_client.ts)
+// and through grpc-js for TLS ones; the bytes on the wire are the same.
 import assert from 'node:assert';
 import * as grpc from '@grpc/grpc-js';
 import { performance } from 'node:perf_hooks';
 import { formatGoDurationMs, hexId, type Logger } from '../log';
 import { MessageType, MessageTypeName, type Message as RaftMessage } from '../raft/types';
-import { encodeBatch, encodeRaftMessage, framedSizeBytes } from './codec';
+import { encodeFramedBatch, encodeRaftMessage, framedSizeBytes, GRPC_FRAME_HEADER_BYTES } from './codec';
 import type { TransportMetrics } from './metrics';
 import type { TransportLimits } from './options';
 import { channelOptions } from './options';
@@ -19,6 +21,7 @@ import {
   SNAPSHOT_PATH,
   STREAM_PATH,
 } from './peer_proto';
+import { RawClientStream } from './raw_client';
 import { peerTarget, type PeerTarget } from './urls';
 
 export interface SenderHooks {
@@ -55,11 +58,18 @@ export const REJECT_REMOVED_MEMBER = 'removed member';
 export const REJECT_SENDER_NOT_FOUND = 'error sender not found';
 export const REJECT_TO_MISMATCH = 'to field mismatch';
 
+/** The Stream call, whichever client carries it. */
+interface StreamCall {
+  /** `framed` starts with the gRPC message prefix (encodeFramedBatch). */
+  write(framed: Buffer, cb: () => void): void;
+  cancel(): void;
+}
+
 export class PeerSender {
   private targets: PeerTarget[];
   private urlIndex = 0;
   private client: grpc.Client | null = null;
-  private call: grpc.ClientDuplexStream<Buffer, Buffer> | null = null;
+  private call: StreamCall | null = null;
   /** The peer accepted the current stream (response headers arrived). */
   private active = false;
   /** Wall-clock ms when the peer last became active; 0 while inactive. */
@@ -148,9 +158,9 @@ export class PeerSender {
     this.compactQueue();
     const call = this.call;
     this.writeInFlight = true;
-    const batch = encodeBatch(parts);
-    call.write(batch, () => {
-      this.cfg.metrics.sentBytes(this.cfg.peerId, batch.length);
+    const framed = encodeFramedBatch(parts);
+    call.write(framed, () => {
+      this.cfg.metrics.sentBytes(this.cfg.peerId, framed.length - GRPC_FRAME_HEADER_BYTES);
       if (call !== this.call) return;
       this.writeInFlight = false;
       this.flush();
@@ -220,18 +230,53 @@ export class PeerSender {
     if (this.stopped) return;
     assert(this.call === null);
     this.inBackoff = false;
-    const call = this.getClient().makeBidiStreamRequest(STREAM_PATH, identity, identity, this.metadata());
+    const t = this.targets[this.urlIndex];
+    assert(t !== undefined, 'peer without URLs');
+    const call = t.secure ? this.openGrpcStream() : this.openRawStream(t);
     this.call = call;
-    call.on('metadata', () => {
+    this.flush();
+  }
+
+  private openGrpcStream(): StreamCall {
+    const grpcCall = this.getClient().makeBidiStreamRequest(STREAM_PATH, identity, identity, this.metadata());
+    const call: StreamCall = {
+      write: (framed, cb) => grpcCall.write(framed.subarray(GRPC_FRAME_HEADER_BYTES), cb),
+      cancel: () => grpcCall.cancel(),
+    };
+    grpcCall.on('metadata', () => {
       if (call === this.call) this.markActive();
     });
     // The receiver sends no messages today; reading keeps the call flowing to its status.
-    call.on('data', () => {});
-    call.on('error', (err: grpc.ServiceError) => this.onStreamEnded(call, err));
-    call.on('status', (s: grpc.StatusObject) => {
+    grpcCall.on('data', () => {});
+    grpcCall.on('error', (err: grpc.ServiceError) => this.onStreamEnded(call, err));
+    grpcCall.on('status', (s: grpc.StatusObject) => {
       if (s.code === grpc.status.OK) this.onStreamEnded(call, new Error('stream closed by remote peer'));
     });
-    this.flush();
+    return call;
+  }
+
+  private openRawStream(t: PeerTarget): StreamCall {
+    const l = this.cfg.limits;
+    const raw: RawClientStream = new RawClientStream(
+      t,
+      {
+        path: STREAM_PATH,
+        metadata: {
+          [METADATA_CLUSTER_ID]: hexId(this.cfg.clusterId),
+          [METADATA_FROM]: hexId(this.cfg.localId),
+          [METADATA_TO]: hexId(this.cfg.peerId),
+        },
+        keepaliveTimeMs: l.keepaliveTimeMs,
+        keepaliveTimeoutMs: l.keepaliveTimeoutMs,
+      },
+      {
+        onAccepted: () => {
+          if (raw === this.call) this.markActive();
+        },
+        onEnded: (end) => this.onStreamEnded(raw, end.code === grpc.status.OK ? new Error('stream closed by remote peer') : end),
+      },
+    );
+    return raw;
   }
 
   private markActive(): void {
@@ -243,7 +288,7 @@ export class PeerSender {
     this.cfg.log.info('peer became active', { 'peer-id': hexId(this.cfg.peerId) });
   }
 
-  private onStreamEnded(call: grpc.ClientDuplexStream<Buffer, Buffer>, err: Error): void {
+  private onStreamEnded(call: StreamCall, err: Error): void {
     if (call !== this.call || this.stopped) return;
     this.call = null;
     this.writeInFlight = false;

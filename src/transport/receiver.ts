@@ -1,5 +1,6 @@
 // The receiving side: handlers of the peer service. Every call is checked against the local
 // cluster and member before anything is read, with etcd's rafthttp rejection texts.
+import type * as http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import { hexId, type Logger } from '../log';
 import { MessageType, type Message } from '../raft/types';
@@ -19,6 +20,7 @@ import {
   REJECT_SENDER_NOT_FOUND,
   REJECT_TO_MISMATCH,
 } from './peer_sender';
+import { acceptStream, endStream, GrpcMessageReader, headerText, refuseStream } from './raw_stream';
 
 export interface ReceiverConfig {
   localId: bigint;
@@ -30,6 +32,14 @@ export interface ReceiverConfig {
   deliver(m: Message): void;
   membersJson(): string;
   metrics: TransportMetrics;
+  /** Largest gRPC message accepted on the Stream call (grpc-js's receive limit). */
+  maxStreamMessageBytes: number;
+}
+
+/** One open Stream call from a peer, served by grpc-js or on the raw HTTP/2 stream. */
+interface OpenStream {
+  /** Ends the call: with OK, or with the given refusal. */
+  close(rejection: Rejection | null): void;
 }
 
 interface Rejection {
@@ -44,14 +54,15 @@ function header(md: grpc.Metadata, key: string): string {
   return typeof v === 'string' ? v : '';
 }
 
+const OK_STATUS: Rejection = { code: grpc.status.OK, details: 'OK' };
+
 function parseHexId(s: string): bigint | null {
   return HEX_ID.test(s) ? BigInt('0x' + s) : null;
 }
 
 export class Receiver {
-  private readonly streams = new Set<grpc.ServerDuplexStream<Buffer, Buffer>>();
-  /** Which member each open stream comes from (to cut a removed member off). */
-  private readonly streamFrom = new Map<grpc.ServerDuplexStream<Buffer, Buffer>, bigint>();
+  /** Open Stream calls and the member each comes from (to cut a removed member off). */
+  private readonly streamFrom = new Map<OpenStream, bigint>();
   private readonly uploads = new Set<grpc.ServerReadableStream<Buffer, Buffer>>();
   private stopped = false;
 
@@ -72,27 +83,27 @@ export class Receiver {
    * of its removal (it will not get the log entry that removes it) and stops.
    */
   closeFrom(id: bigint): void {
-    for (const [call, from] of [...this.streamFrom]) {
+    for (const [s, from] of [...this.streamFrom]) {
       if (from !== id) continue;
-      this.streamFrom.delete(call);
-      this.streams.delete(call);
-      call.emit('error', { code: grpc.status.FAILED_PRECONDITION, details: REJECT_REMOVED_MEMBER });
+      this.streamFrom.delete(s);
+      s.close({ code: grpc.status.FAILED_PRECONDITION, details: REJECT_REMOVED_MEMBER });
     }
   }
 
   /** Ends every incoming call; later ones are refused. */
   stop(): void {
     this.stopped = true;
-    for (const s of this.streams) s.end();
-    this.streams.clear();
+    const open = [...this.streamFrom.keys()];
+    this.streamFrom.clear();
+    for (const s of open) s.close(null);
     for (const u of this.uploads) u.destroy();
     this.uploads.clear();
   }
 
-  private check(md: grpc.Metadata): Rejection | bigint {
+  private check(get: (key: string) => string): Rejection | bigint {
     if (this.stopped) return { code: grpc.status.UNAVAILABLE, details: 'peer transport stopped' };
     const local = hexId(this.cfg.localId);
-    const gcid = header(md, METADATA_CLUSTER_ID);
+    const gcid = get(METADATA_CLUSTER_ID);
     if (gcid !== hexId(this.cfg.clusterId)) {
       this.cfg.log.warn('request cluster ID mismatch', {
         'local-member-id': local,
@@ -102,7 +113,7 @@ export class Receiver {
       });
       return { code: grpc.status.FAILED_PRECONDITION, details: REJECT_CLUSTER_ID_MISMATCH };
     }
-    const fromStr = header(md, METADATA_FROM);
+    const fromStr = get(METADATA_FROM);
     const from = parseHexId(fromStr);
     if (from === null) {
       this.cfg.log.warn('failed to parse path into ID', { 'local-member-id': local, path: fromStr });
@@ -123,7 +134,7 @@ export class Receiver {
       });
       return { code: grpc.status.NOT_FOUND, details: REJECT_SENDER_NOT_FOUND };
     }
-    const gto = header(md, METADATA_TO);
+    const gto = get(METADATA_TO);
     if (gto !== local) {
       this.cfg.log.warn('ignored streaming request; ID mismatch', {
         'local-member-id': local,
@@ -144,33 +155,40 @@ export class Receiver {
     }
   }
 
+  /** The encoded MessageBatch of one Stream message; false when it cannot be read (the call must end). */
+  private receiveBatch(from: bigint, batch: Buffer): boolean {
+    this.cfg.metrics.receivedBytes(from, batch.length);
+    let msgs: Message[];
+    try {
+      msgs = decodeBatch(batch).map(decodeRaftMessage);
+    } catch (e) {
+      this.cfg.metrics.receivedFailure(from);
+      this.cfg.log.warn('failed to unmarshal Raft message', { 'local-member-id': hexId(this.cfg.localId), error: toError(e) });
+      return false;
+    }
+    for (const m of msgs) this.deliver(m);
+    return true;
+  }
+
   private handleStream(call: grpc.ServerDuplexStream<Buffer, Buffer>): void {
-    const from = this.check(call.metadata);
+    const from = this.check((key) => header(call.metadata, key));
     if (typeof from !== 'bigint') {
       call.emit('error', from);
       return;
     }
-    this.streams.add(call);
-    this.streamFrom.set(call, from);
+    const open: OpenStream = {
+      close: (rejection) => (rejection === null ? call.end() : call.emit('error', rejection)),
+    };
+    this.streamFrom.set(open, from);
     // Response headers tell the sender the stream was accepted (it then counts us as active).
     call.sendMetadata(new grpc.Metadata());
     const forget = (): void => {
-      this.streams.delete(call);
-      this.streamFrom.delete(call);
+      this.streamFrom.delete(open);
     };
     call.on('data', (batch: Buffer) => {
-      this.cfg.metrics.receivedBytes(from, batch.length);
-      let msgs: Message[];
-      try {
-        msgs = decodeBatch(batch).map(decodeRaftMessage);
-      } catch (e) {
-        this.cfg.metrics.receivedFailure(from);
-        this.cfg.log.warn('failed to unmarshal Raft message', { 'local-member-id': hexId(this.cfg.localId), error: toError(e) });
-        forget();
-        call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: 'error unmarshalling raft message' });
-        return;
-      }
-      for (const m of msgs) this.deliver(m);
+      if (this.receiveBatch(from, batch)) return;
+      forget();
+      call.emit('error', { code: grpc.status.INVALID_ARGUMENT, details: 'error unmarshalling raft message' });
     });
     call.on('end', () => {
       forget();
@@ -180,8 +198,49 @@ export class Receiver {
     call.on('error', forget);
   }
 
+  /**
+   * The same call answered on the HTTP/2 stream itself (see raw_stream.ts): same checks, same
+   * statuses and texts, same messages delivered in the same order.
+   */
+  handleRawStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): boolean {
+    const from = this.check((key) => headerText(headers, key));
+    if (typeof from !== 'bigint') {
+      refuseStream(stream, from);
+      return true;
+    }
+    const open: OpenStream = { close: (rejection) => endStream(stream, rejection ?? OK_STATUS) };
+    this.streamFrom.set(open, from);
+    acceptStream(stream);
+    const forget = (): void => {
+      this.streamFrom.delete(open);
+    };
+    const reader = new GrpcMessageReader(this.cfg.maxStreamMessageBytes);
+    let failed = false;
+    const onMessage = (batch: Buffer): void => {
+      if (failed || this.receiveBatch(from, batch)) return;
+      failed = true;
+      forget();
+      endStream(stream, { code: grpc.status.INVALID_ARGUMENT, details: 'error unmarshalling raft message' });
+    };
+    stream.on('data', (chunk: Buffer) => {
+      if (failed) return;
+      const err = reader.push(chunk, onMessage);
+      if (err === null) return;
+      failed = true;
+      forget();
+      this.cfg.metrics.receivedFailure(from);
+      endStream(stream, err);
+    });
+    stream.on('end', () => {
+      forget();
+      endStream(stream, OK_STATUS);
+    });
+    stream.on('close', forget);
+    return true;
+  }
+
   private handleSnapshot(call: grpc.ServerReadableStream<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>): void {
-    const from = this.check(call.metadata);
+    const from = this.check((key) => header(call.metadata, key));
     if (typeof from !== 'bigint') {
       cb(from);
       return;

@@ -6,9 +6,10 @@ import * as grpc from '@grpc/grpc-js';
 import { hexId, type Logger } from '../log';
 import type { Message as RaftMessage } from '../raft/types';
 import { NO_METRICS, type TransportMetrics } from './metrics';
-import { DEFAULT_LIMITS, type TransportLimits } from './options';
-import { PEER_SERVICE } from './peer_proto';
+import { DEFAULT_LIMITS, GRPC_MAX_RECEIVE_BYTES, type TransportLimits } from './options';
+import { PEER_SERVICE, STREAM_PATH } from './peer_proto';
 import { PeerSender } from './peer_sender';
+import { installRawStreamHandler } from './raw_stream';
 import { Receiver } from './receiver';
 import { defaultCredentials } from './urls';
 
@@ -68,12 +69,17 @@ export class PeerTransport {
       },
       membersJson: () => opts.membersJson?.() ?? '[]',
       metrics: opts.metrics ?? NO_METRICS,
+      maxStreamMessageBytes: GRPC_MAX_RECEIVE_BYTES,
     });
   }
 
-  /** Adds the peer service to a grpc.Server the caller owns, binds and shuts down. */
+  /**
+   * Adds the peer service to a grpc.Server the caller owns, binds and shuts down. Call it before
+   * the server binds: the Stream call is then answered on the HTTP/2 stream directly.
+   */
   register(server: grpc.Server): void {
     server.addService(PEER_SERVICE, this.receiver.handlers());
+    installRawStreamHandler(server, STREAM_PATH, (stream, headers) => this.receiver.handleRawStream(stream, headers));
   }
 
   addPeer(id: bigint, urls: string[]): void {
