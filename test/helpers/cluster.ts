@@ -81,6 +81,9 @@ export class ClusterMember {
   /** Start again on the same data dir and flags (the WAL decides the membership). */
   relaunch(): void {
     assert(this.lastArgs.length > 0 && (this.proc === null || exited(this.proc)));
+    // A channel that saw the port refused while the member was down sits in grpc-js's reconnect
+    // backoff and fails calls fast ("No connection established") after the member is back.
+    this.closeClient();
     this.spawnProc();
   }
 
