@@ -1,10 +1,11 @@
 // What the direct HTTP/2 paths (fast_unary.ts, fast_stream.ts) share: the grpc-js internals
 // they hook, the response headers and trailers grpc-js sends, its status mapping of handler
-// errors, the per-call accessors handlers use, and the one place the hook is installed.
+// errors, the per-call accessors handlers use, and the one place their routes are installed.
 import assert from 'node:assert';
 import type * as http2 from 'node:http2';
 import * as tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
+import { hookServerStreams } from '../grpcjs/stream_hook';
 
 /** The handler types grpc-js registers ("unary", "bidi", ...), as in its `handlers` map. */
 export type HandlerType = 'unary' | 'clientStream' | 'serverStream' | 'bidi';
@@ -16,17 +17,6 @@ export interface RegisteredHandler {
   func: (...args: never[]) => void;
   serialize: (value: unknown) => Buffer;
   deserialize: (bytes: Buffer) => unknown;
-}
-
-type StreamHandler = (extraInterceptors: unknown, stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => void;
-
-/** grpc-js internals this relies on; checked at install time so an upgrade fails loudly. */
-interface GrpcJsServerInternals {
-  _streamHandler: StreamHandler;
-  channelzEnabled: boolean;
-  handlers: Map<string, RegisteredHandler>;
-  /** Idle-connection accounting (grpc.max_connection_idle_ms); absent in older versions. */
-  onStreamOpened?: (stream: http2.ServerHttp2Stream) => void;
 }
 
 /** What the metrics layer tracks for one call (see grpc_metrics.ts). */
@@ -136,40 +126,25 @@ export interface FastRoute {
 }
 
 /**
- * Route the given methods around grpc-js's call machinery, all in one hook. Must run before
- * the server gets its connections (listener.ts creates the connection injector afterwards),
- * and the server must be built with 'grpc.enable_channelz': 0 (grpc-js then dispatches
- * through _streamHandler). Anything unusual (compressed requests, a wrong content type,
- * other methods) still goes to grpc-js.
+ * Route the given methods around grpc-js's call machinery, all in one hook (src/grpcjs). Must
+ * run before the server gets its connections (listener.ts creates the connection injector
+ * afterwards). Anything unusual (compressed requests, a wrong content type, other methods)
+ * still goes to grpc-js.
  */
 export function installFastRoutes(server: grpc.Server, routes: readonly FastRoute[]): void {
-  const internals = server as unknown as GrpcJsServerInternals;
-  assert(typeof internals._streamHandler === 'function' && internals.handlers instanceof Map, 'grpc-js internals changed: fast paths unavailable');
-  assert.equal(internals.channelzEnabled, false, 'fast paths need grpc.enable_channelz = 0');
+  const handlers = (server as unknown as { handlers?: unknown }).handlers;
+  assert(handlers instanceof Map, 'grpc-js internals changed: fast paths unavailable');
   const fast = new Map<string, { handler: RegisteredHandler; route: FastRoute }>();
   for (const r of routes) {
-    const h = internals.handlers.get(r.path);
+    const h = (handlers as Map<string, RegisteredHandler>).get(r.path);
     assert(h && h.type === r.type, `${r.path} is not a registered ${r.type} method`);
     assert(!fast.has(r.path), `${r.path} routed twice`);
     fast.set(r.path, { handler: h, route: r });
   }
-  const original = internals._streamHandler;
-  internals._streamHandler = function (this: GrpcJsServerInternals, extra, stream, headers) {
+  hookServerStreams(server, (stream, headers) => {
     const f = fast.get(headers[':path'] ?? '');
-    const ct = headers['content-type'];
-    const enc = headers['grpc-encoding'];
-    if (
-      f === undefined ||
-      typeof ct !== 'string' ||
-      !ct.startsWith('application/grpc') ||
-      (enc !== undefined && enc !== 'identity') ||
-      (f.route.accepts !== undefined && !f.route.accepts(headers))
-    ) {
-      return original.call(this, extra, stream, headers);
-    }
-    // Same as grpc-js: an 'error' without a listener would throw; 'close' handles the outcome.
-    stream.once('error', () => {});
-    this.onStreamOpened?.(stream);
+    if (f === undefined || (f.route.accepts !== undefined && !f.route.accepts(headers))) return false;
     f.route.serve(stream, headers, f.handler);
-  };
+    return true;
+  });
 }

@@ -63,8 +63,7 @@ export function grpcServerOptions(maxRequestBytes: number, opts: GrpcServerOptio
     'grpc.max_send_message_length': MAX_SEND_BYTES,
     'grpc.keepalive_time_ms': opts.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_INTERVAL_MS,
     'grpc.keepalive_timeout_ms': opts.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS,
-    // etcd serves no channelz; grpc-js's per-call channelz bookkeeping is pure cost (and the
-    // fast unary path hooks the non-channelz dispatcher).
+    // etcd serves no channelz; grpc-js's per-call channelz bookkeeping is pure cost.
     'grpc.enable_channelz': 0,
   };
   if (opts.maxConcurrentStreams !== undefined) o['grpc.max_concurrent_streams'] = opts.maxConcurrentStreams;

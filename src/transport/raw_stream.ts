@@ -8,6 +8,7 @@
 import assert from 'node:assert';
 import type * as http2 from 'node:http2';
 import type * as grpc from '@grpc/grpc-js';
+import { hookServerStreams } from '../grpcjs/stream_hook';
 
 /** A gRPC message is prefixed by a compressed flag (1 byte) and a big-endian length (4 bytes). */
 const FRAME_HEADER_BYTES = 5;
@@ -24,14 +25,6 @@ export interface StreamStatus {
   details: string;
 }
 
-type StreamHandler = (extraInterceptors: unknown, stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => void;
-
-/** grpc-js internals this relies on; checked at install time so an upgrade fails loudly. */
-interface GrpcJsServerInternals {
-  _streamHandler: StreamHandler;
-  _channelzHandler: StreamHandler;
-}
-
 /**
  * Routes HTTP/2 streams for `path` to `handle` instead of grpc-js's call machinery. Must run
  * before the server binds (grpc-js binds its handler to each listener then). `handle` returns
@@ -42,29 +35,7 @@ export function installRawStreamHandler(
   path: string,
   handle: (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => boolean,
 ): void {
-  const internals = server as unknown as GrpcJsServerInternals;
-  assert(
-    typeof internals._streamHandler === 'function' && typeof internals._channelzHandler === 'function',
-    'grpc-js internals changed: raw peer stream unavailable',
-  );
-  const wrap = (original: StreamHandler): StreamHandler =>
-    function (this: unknown, extra, stream, headers) {
-      if (headers[':path'] === path && isPlainGrpc(headers)) {
-        // As grpc-js: an 'error' without a listener would throw; 'close' tells the outcome.
-        stream.once('error', () => {});
-        if (handle(stream, headers)) return;
-      }
-      original.call(this, extra, stream, headers);
-    };
-  internals._streamHandler = wrap(internals._streamHandler);
-  internals._channelzHandler = wrap(internals._channelzHandler);
-}
-
-/** Uncompressed gRPC: anything else (a client compressing, another content type) goes to grpc-js. */
-function isPlainGrpc(headers: http2.IncomingHttpHeaders): boolean {
-  const ct = headers['content-type'];
-  const enc = headers['grpc-encoding'];
-  return typeof ct === 'string' && ct.startsWith('application/grpc') && (enc === undefined || enc === 'identity');
+  hookServerStreams(server, (stream, headers) => headers[':path'] === path && handle(stream, headers));
 }
 
 export function headerText(headers: http2.IncomingHttpHeaders, key: string): string {

@@ -1,0 +1,54 @@
+// The one place we reach into grpc-js's server internals: HTTP/2 streams of plain gRPC calls can
+// be taken before grpc-js's per-call machinery sees them (the client fast paths in src/api, the
+// peers' Raft stream in src/transport). grpc-js dispatches each new stream through
+// `_streamHandler` (or `_channelzHandler` when channelz is on); both are wrapped, so the hook
+// holds either way. Checked when installed, so a grpc-js upgrade that moves them fails loudly.
+import assert from 'node:assert';
+import type * as http2 from 'node:http2';
+import type * as grpc from '@grpc/grpc-js';
+
+type StreamHandler = (extraInterceptors: unknown, stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => void;
+
+interface GrpcJsServerInternals {
+  _streamHandler: StreamHandler;
+  _channelzHandler: StreamHandler;
+  /** Idle-connection accounting (grpc.max_connection_idle_ms); absent in older versions. */
+  onStreamOpened?: (stream: http2.ServerHttp2Stream) => void;
+}
+
+/** Uncompressed gRPC: anything else (a client compressing, another content type) stays with grpc-js. */
+export function isPlainGrpc(headers: http2.IncomingHttpHeaders): boolean {
+  const ct = headers['content-type'];
+  const enc = headers['grpc-encoding'];
+  return typeof ct === 'string' && ct.startsWith('application/grpc') && (enc === undefined || enc === 'identity');
+}
+
+/**
+ * Offers every plain gRPC stream of `server` to `take` first; a stream it declines (returns
+ * false) goes to grpc-js as usual. Must run before the server binds (grpc-js binds its handlers
+ * to each listener then). Hooks installed one after another are consulted newest first.
+ */
+export function hookServerStreams(
+  server: grpc.Server,
+  take: (stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders) => boolean,
+): void {
+  const internals = server as unknown as GrpcJsServerInternals;
+  assert(
+    typeof internals._streamHandler === 'function' && typeof internals._channelzHandler === 'function',
+    'grpc-js internals changed: direct stream paths unavailable',
+  );
+  const wrap = (original: StreamHandler): StreamHandler =>
+    function (this: GrpcJsServerInternals, extra, stream, headers) {
+      if (isPlainGrpc(headers)) {
+        // As grpc-js: an 'error' without a listener would throw; 'close' tells the outcome.
+        stream.once('error', () => {});
+        if (take(stream, headers)) {
+          this.onStreamOpened?.(stream);
+          return;
+        }
+      }
+      original.call(this, extra, stream, headers);
+    };
+  internals._streamHandler = wrap(internals._streamHandler);
+  internals._channelzHandler = wrap(internals._channelzHandler);
+}
