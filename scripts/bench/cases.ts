@@ -1,5 +1,6 @@
 // The battery: etcd's performance-guide loads (key 8 B, value 256 B) as `benchmark` tool invocations.
 import { numberedKeys, type SeedKey } from './seed';
+import { LARGE_STORE_DEFAULTS } from './large_store';
 import type { RatioTarget } from './table';
 
 /** Cases the harness drives with its own load generator (etcd's tool has no equivalent). */
@@ -210,7 +211,7 @@ function customCases(o: BatteryOptions): BenchCase[] {
         { metric: 'RSS after restart MiB', maxRatio: 1, what: 'resident size after restart' },
       ],
       // Ours may load far slower than etcd on a loaded machine: a generous cap, scaled with the size.
-      timeoutSec: 300 + Math.ceil(keys / 200) + (o.largeListPages ? 0 : Math.ceil((keys / 1e5) ** 2 * 30)),
+      timeoutSec: 300 + 2 * LARGE_STORE_DEFAULTS.settleSec + Math.ceil(keys / 200) + (o.largeListPages ? 0 : Math.ceil((keys / 1e5) ** 2 * 30)),
     },
     {
       ...base,
