@@ -84,7 +84,7 @@ export class EtcdServer implements EtcdServerApi {
   readonly clusterId: bigint;
 
   private node!: RaftNode;
-  private readonly proposals = new WaitRegistry<string, ApplyResult>(MAX_PENDING_PROPOSALS);
+  private readonly proposals: WaitRegistry<string, ApplyResult>;
   private readonly appliedWaiter = new AppliedWaiter(MAX_READ_WAITERS);
   private readonly idGen: IdGenerator;
   private appliedIndex: number;
@@ -128,6 +128,7 @@ export class EtcdServer implements EtcdServerApi {
     this.idGen = new IdGenerator(this.memberId, Date.now());
     // etcd's ReqTimeout: 5 s plus two election timeouts.
     this.requestTimeoutMs = 5000 + 2 * cfg.electionTimeoutMs;
+    this.proposals = new WaitRegistry<string, ApplyResult>(MAX_PENDING_PROPOSALS, this.requestTimeoutMs);
   }
 
   // ---------------------------------------------------------------- start-up
@@ -644,7 +645,7 @@ export class EtcdServer implements EtcdServerApi {
     full.header = { ID: id, username: ai?.username ?? '', authRevision: String(ai?.revision ?? 0) };
     const data = encodeInternalRequest(full);
     if (data.length > this.cfg.maxRequestBytes) throw etcdError('RequestTooLarge');
-    const wait = this.proposals.register(id, this.requestTimeoutMs, () => etcdError('Timeout'));
+    const wait = this.proposals.register(id, () => etcdError('Timeout'));
     if (!wait) throw etcdError('RequestTooManyRequests');
     const queued = this.node.propose(data, (e) => this.proposals.fail(id, this.leaderId === 0n ? etcdError('NoLeader') : new EtcdError(14, e.message)));
     if (!queued) {
@@ -914,7 +915,7 @@ export class EtcdServer implements EtcdServerApi {
     await this.waitLeader();
     const reqId = this.idGen.next().toString();
     const cc = { type, nodeId, context: Buffer.from(JSON.stringify({ ...context, reqId })) };
-    const wait = this.proposals.register(reqId, this.requestTimeoutMs, () => etcdError('Timeout'));
+    const wait = this.proposals.register(reqId, () => etcdError('Timeout'));
     if (!wait) throw etcdError('RequestTooManyRequests');
     const queued = this.node.proposeConfChange(cc, (e) => this.proposals.fail(reqId, this.leaderId === 0n ? etcdError('NoLeader') : new EtcdError(14, e.message)));
     if (!queued) this.proposals.fail(reqId, etcdError('RequestTooManyRequests'));

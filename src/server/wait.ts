@@ -5,28 +5,40 @@ import assert from 'node:assert';
 interface Pending<T> {
   resolve(v: T): void;
   reject(e: Error): void;
-  timer: NodeJS.Timeout;
+  /** performance.now() at which the wait fails with onTimeout(). */
+  deadlineMs: number;
+  onTimeout: () => Error;
 }
 
+/**
+ * Waits keyed by ID, each failing after the registry's one timeout. One timer serves them all:
+ * with a single timeout, insertion order (the Map's) is deadline order, so expiry looks at the
+ * oldest waits only. (A setTimeout per proposal cost a Timeout object and two timer-list updates
+ * per write, and kept each in-flight request's objects reachable from the timer list.)
+ */
 export class WaitRegistry<K, T> {
   private readonly pending = new Map<K, Pending<T>>();
+  private timer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly maxPending: number) {}
+  constructor(
+    private readonly maxPending: number,
+    private readonly timeoutMs: number,
+  ) {
+    assert(maxPending > 0 && timeoutMs > 0, 'WaitRegistry needs a bound and a timeout');
+  }
 
   get size(): number {
     return this.pending.size;
   }
 
   /** Returns null when the registry is full (the caller answers "too many requests"). */
-  register(id: K, timeoutMs: number, onTimeout: () => Error): Promise<T> | null {
+  register(id: K, onTimeout: () => Error): Promise<T> | null {
     if (this.pending.size >= this.maxPending) return null;
     assert(!this.pending.has(id), 'duplicate wait id');
+    const deadlineMs = performance.now() + this.timeoutMs;
     return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id);
-        reject(onTimeout());
-      }, timeoutMs);
-      this.pending.set(id, { resolve, reject, timer });
+      this.pending.set(id, { resolve, reject, deadlineMs, onTimeout });
+      if (this.timer === null) this.arm(this.timeoutMs);
     });
   }
 
@@ -37,8 +49,7 @@ export class WaitRegistry<K, T> {
   trigger(id: K, v: T): boolean {
     const p = this.pending.get(id);
     if (!p) return false;
-    this.pending.delete(id);
-    clearTimeout(p.timer);
+    this.remove(id);
     p.resolve(v);
     return true;
   }
@@ -46,13 +57,38 @@ export class WaitRegistry<K, T> {
   fail(id: K, e: Error): void {
     const p = this.pending.get(id);
     if (!p) return;
-    this.pending.delete(id);
-    clearTimeout(p.timer);
+    this.remove(id);
     p.reject(e);
   }
 
   failAll(e: Error): void {
     for (const id of [...this.pending.keys()]) this.fail(id, e);
+  }
+
+  private remove(id: K): void {
+    this.pending.delete(id);
+    if (this.pending.size === 0 && this.timer !== null) {
+      clearTimeout(this.timer);
+      this.timer = null;
+    }
+  }
+
+  private arm(delayMs: number): void {
+    this.timer = setTimeout(() => this.expire(), Math.max(1, Math.ceil(delayMs)));
+  }
+
+  private expire(): void {
+    this.timer = null;
+    const now = performance.now();
+    for (const [id, p] of this.pending) {
+      if (p.deadlineMs > now) {
+        // Timers run on the loop's cached clock and may fire a little early: wait out the rest.
+        this.arm(p.deadlineMs - now);
+        return;
+      }
+      this.pending.delete(id);
+      p.reject(p.onTimeout());
+    }
   }
 }
 
