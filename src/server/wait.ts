@@ -14,7 +14,7 @@ interface Pending<T> {
  * Waits keyed by ID, each failing after the registry's one timeout. One timer serves them all:
  * with a single timeout, insertion order (the Map's) is deadline order, so expiry looks at the
  * oldest waits only. (A setTimeout per proposal cost a Timeout object and two timer-list updates
- * per write, and kept each in-flight request's objects reachable from the timer list.)
+ * per write.)
  */
 export class WaitRegistry<K, T> {
   private readonly pending = new Map<K, Pending<T>>();
