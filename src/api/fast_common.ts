@@ -6,6 +6,9 @@ import type * as http2 from 'node:http2';
 import * as tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { hookServerStreams } from '../grpcjs/stream_hook';
+import { ERROR_HEADERS } from '../grpcjs/wire';
+
+export { COMPRESSED_IDENTITY_TEXT, ERROR_HEADERS, FRAME_HEADER_BYTES, RESPONSE_HEADERS, frameMessage } from '../grpcjs/wire';
 
 /** The handler types grpc-js registers ("unary", "bidi", ...), as in its `handlers` map. */
 export type HandlerType = 'unary' | 'clientStream' | 'serverStream' | 'bidi';
@@ -30,19 +33,7 @@ export interface CallTracker {
 /** Starts metrics for a call and links them to its metadata (as the grpc-js interceptor does). */
 export type TrackCall = (path: string, md: grpc.Metadata) => CallTracker | undefined;
 
-/** grpc-js's response headers (defaultResponseHeaders + defaultCompressionHeaders). */
-export const RESPONSE_HEADERS: http2.OutgoingHttpHeaders = {
-  ':status': 200,
-  'content-type': 'application/grpc+proto',
-  'grpc-accept-encoding': 'identity,deflate,gzip',
-  'grpc-encoding': 'identity',
-};
-/** A trailers-only (error) response carries these besides the status (grpc-js's defaultResponseHeaders). */
-export const ERROR_HEADERS: http2.OutgoingHttpHeaders = { ':status': 200, 'content-type': 'application/grpc+proto' };
 export const OK_TRAILERS: http2.OutgoingHttpHeaders = { 'grpc-status': grpc.status.OK, 'grpc-message': 'OK' };
-export const FRAME_HEADER_BYTES = 5;
-/** grpc-js's text for a compressed-flag message on a stream whose encoding is identity. */
-export const COMPRESSED_IDENTITY_TEXT = 'Received compressed message but "grpc-encoding" header was identity';
 
 export interface GrpcStatus {
   code: number;
@@ -81,15 +72,6 @@ export function statusTrailers(status: GrpcStatus): http2.OutgoingHttpHeaders {
       ? OK_TRAILERS
       : { 'grpc-status': status.code, 'grpc-message': encodeURI(status.details) };
   return status.metadata ? { ...t, ...status.metadata.toHttp2Headers() } : t;
-}
-
-/** One length-prefixed, uncompressed gRPC message. */
-export function frameMessage(body: Buffer): Buffer {
-  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + body.length);
-  frame[0] = 0;
-  frame.writeUInt32BE(body.length, 1);
-  body.copy(frame, FRAME_HEADER_BYTES);
-  return frame;
 }
 
 /** grpc-js's getPeer(). */

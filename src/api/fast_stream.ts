@@ -16,6 +16,7 @@ import {
   RESPONSE_HEADERS,
   authContextOf,
   errorStatus,
+  frameMessage,
   hostOf,
   peerOf,
   statusTrailers,
@@ -262,10 +263,7 @@ export class FastDuplexCall extends EventEmitter {
     }
     this.sendMetadata();
     this.tracker?.sent();
-    const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + body.length);
-    frame[0] = 0;
-    frame.writeUInt32BE(body.length, 1);
-    body.copy(frame, FRAME_HEADER_BYTES);
+    const frame = frameMessage(body);
     this.out.push(frame);
     this.outBytes += frame.length;
     if (!this.flushScheduled) {

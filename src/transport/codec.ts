@@ -2,6 +2,7 @@
 // plus the MessageBatch framing of the peer stream.
 import assert from 'node:assert';
 import * as protobuf from 'protobufjs';
+import { FRAME_HEADER_BYTES } from '../grpcjs/wire';
 import { messageType } from '../pb/internal';
 import type * as pb from '../pb/types';
 import type { MessageInit } from '../pb/types';
@@ -299,9 +300,6 @@ function varintBytes(n: number): number {
   return bytes;
 }
 
-/** gRPC's message prefix: a compressed flag byte and a big-endian length. */
-export const GRPC_FRAME_HEADER_BYTES = 5;
-
 /**
  * A MessageBatch of already-encoded raftpb.Messages, preceded by the gRPC message prefix, in one
  * buffer: the raw stream writes it as is, grpc-js gets the view after the prefix.
@@ -309,10 +307,10 @@ export const GRPC_FRAME_HEADER_BYTES = 5;
 export function encodeFramedBatch(encoded: readonly Buffer[]): Buffer {
   let bodyBytes = 0;
   for (const b of encoded) bodyBytes += 1 + varintBytes(b.length) + b.length;
-  const out = Buffer.allocUnsafe(GRPC_FRAME_HEADER_BYTES + bodyBytes);
+  const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + bodyBytes);
   out[0] = 0;
   out.writeUInt32BE(bodyBytes, 1);
-  let pos = GRPC_FRAME_HEADER_BYTES;
+  let pos = FRAME_HEADER_BYTES;
   for (const b of encoded) {
     out[pos++] = BATCH_MSGS_TAG;
     let n = b.length;

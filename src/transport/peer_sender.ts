@@ -8,7 +8,8 @@ import * as grpc from '@grpc/grpc-js';
 import { performance } from 'node:perf_hooks';
 import { formatGoDurationMs, hexId, type Logger } from '../log';
 import { MessageType, MessageTypeName, type Message as RaftMessage } from '../raft/types';
-import { encodeFramedBatch, encodeRaftMessage, framedSizeBytes, GRPC_FRAME_HEADER_BYTES } from './codec';
+import { FRAME_HEADER_BYTES } from '../grpcjs/wire';
+import { encodeFramedBatch, encodeRaftMessage, framedSizeBytes } from './codec';
 import type { TransportMetrics } from './metrics';
 import type { TransportLimits } from './options';
 import { channelOptions } from './options';
@@ -160,7 +161,7 @@ export class PeerSender {
     this.writeInFlight = true;
     const framed = encodeFramedBatch(parts);
     call.write(framed, () => {
-      this.cfg.metrics.sentBytes(this.cfg.peerId, framed.length - GRPC_FRAME_HEADER_BYTES);
+      this.cfg.metrics.sentBytes(this.cfg.peerId, framed.length - FRAME_HEADER_BYTES);
       if (call !== this.call) return;
       this.writeInFlight = false;
       this.flush();
@@ -240,7 +241,7 @@ export class PeerSender {
   private openGrpcStream(): StreamCall {
     const grpcCall = this.getClient().makeBidiStreamRequest(STREAM_PATH, identity, identity, this.metadata());
     const call: StreamCall = {
-      write: (framed, cb) => grpcCall.write(framed.subarray(GRPC_FRAME_HEADER_BYTES), cb),
+      write: (framed, cb) => grpcCall.write(framed.subarray(FRAME_HEADER_BYTES), cb),
       cancel: () => grpcCall.cancel(),
     };
     grpcCall.on('metadata', () => {

@@ -9,16 +9,7 @@ import assert from 'node:assert';
 import type * as http2 from 'node:http2';
 import type * as grpc from '@grpc/grpc-js';
 import { hookServerStreams } from '../grpcjs/stream_hook';
-
-/** A gRPC message is prefixed by a compressed flag (1 byte) and a big-endian length (4 bytes). */
-const FRAME_HEADER_BYTES = 5;
-
-const RESPONSE_HEADERS: http2.OutgoingHttpHeaders = {
-  ':status': 200,
-  'content-type': 'application/grpc+proto',
-  'grpc-accept-encoding': 'identity,deflate,gzip',
-  'grpc-encoding': 'identity',
-};
+import { COMPRESSED_IDENTITY_TEXT, ERROR_HEADERS, FRAME_HEADER_BYTES, RESPONSE_HEADERS } from '../grpcjs/wire';
 
 export interface StreamStatus {
   code: grpc.status;
@@ -46,10 +37,7 @@ export function headerText(headers: http2.IncomingHttpHeaders, key: string): str
 /** Refuses a stream before anything was sent: a trailers-only response, as grpc-js sends one. */
 export function refuseStream(stream: http2.ServerHttp2Stream, s: StreamStatus): void {
   if (stream.destroyed || stream.headersSent) return;
-  stream.respond(
-    { ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-status': String(s.code), 'grpc-message': encodeURI(s.details) },
-    { endStream: true },
-  );
+  stream.respond({ ...ERROR_HEADERS, 'grpc-status': String(s.code), 'grpc-message': encodeURI(s.details) }, { endStream: true });
 }
 
 /** Sends the response headers (the caller counts the peer as active on them) and keeps trailers for the end. */
@@ -113,7 +101,7 @@ export class GrpcMessageReader {
         len = this.head.readUInt32BE(1);
       }
       // What grpc-js answers for these (13 = INTERNAL, 8 = RESOURCE_EXHAUSTED).
-      if (flag !== 0) return { code: 13, details: 'Received compressed message but "grpc-encoding" header was identity' };
+      if (flag !== 0) return { code: 13, details: COMPRESSED_IDENTITY_TEXT };
       if (len > this.maxMessageBytes) return { code: 8, details: `Received message larger than max (${len} vs. ${this.maxMessageBytes})` };
       if (chunk.length - pos >= len) {
         // The whole message is in this chunk: hand out a view, no copy.

@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { GrpcMessageReader } from '../../../src/transport/raw_stream';
-import { encodeFramedBatch, GRPC_FRAME_HEADER_BYTES, decodeBatch } from '../../../src/transport/codec';
+import { FRAME_HEADER_BYTES } from '../../../src/grpcjs/wire';
+import { encodeFramedBatch, decodeBatch } from '../../../src/transport/codec';
 
 function frame(body: Buffer, flag = 0): Buffer {
-  const h = Buffer.alloc(GRPC_FRAME_HEADER_BYTES);
+  const h = Buffer.alloc(FRAME_HEADER_BYTES);
   h[0] = flag;
   h.writeUInt32BE(body.length, 1);
   return Buffer.concat([h, body]);

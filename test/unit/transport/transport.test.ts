@@ -1,6 +1,7 @@
 import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
-import { encodeFramedBatch, encodeRaftMessage, GRPC_FRAME_HEADER_BYTES } from '../../../src/transport/codec';
+import { FRAME_HEADER_BYTES } from '../../../src/grpcjs/wire';
+import { encodeFramedBatch, encodeRaftMessage } from '../../../src/transport/codec';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MessageType, newMessage, type Message } from '../../../src/raft/types';
 import { fetchMemberInfo, PeerTransport, servePeerUrls } from '../../../src/transport';
@@ -153,7 +154,7 @@ describe('PeerTransport', () => {
     const ended = new Promise<grpc.StatusObject>((resolve) => call.on('status', resolve));
     call.on('error', () => {});
     const batch = encodeFramedBatch([encodeRaftMessage(heartbeat(1n, 2n, 7))]);
-    call.write(batch.subarray(GRPC_FRAME_HEADER_BYTES));
+    call.write(batch.subarray(FRAME_HEADER_BYTES));
     await waitFor('delivery', () => b.received.length === 1);
     expect(b.received[0]).toMatchObject({ type: MessageType.MsgHeartbeat, commit: 7, from: 1n });
     await waitFor('accepted', () => accepted);

@@ -1,0 +1,30 @@
+// gRPC over HTTP/2 as grpc-js puts it on the wire: the message framing and the response headers.
+// Shared by every path that answers HTTP/2 streams without grpc-js's call machinery (the client
+// fast paths in src/api, the peers' Raft stream in src/transport), so they stay byte-equal to it.
+import type * as http2 from 'node:http2';
+
+/** A gRPC message is prefixed by a compressed flag (1 byte) and a big-endian length (4 bytes). */
+export const FRAME_HEADER_BYTES = 5;
+
+/** grpc-js's response headers (defaultResponseHeaders + defaultCompressionHeaders). */
+export const RESPONSE_HEADERS: http2.OutgoingHttpHeaders = {
+  ':status': 200,
+  'content-type': 'application/grpc+proto',
+  'grpc-accept-encoding': 'identity,deflate,gzip',
+  'grpc-encoding': 'identity',
+};
+
+/** A trailers-only (error) response carries these besides the status (grpc-js's defaultResponseHeaders). */
+export const ERROR_HEADERS: http2.OutgoingHttpHeaders = { ':status': 200, 'content-type': 'application/grpc+proto' };
+
+/** grpc-js's text for a compressed-flag message on a stream whose encoding is identity. */
+export const COMPRESSED_IDENTITY_TEXT = 'Received compressed message but "grpc-encoding" header was identity';
+
+/** One length-prefixed, uncompressed gRPC message. */
+export function frameMessage(body: Buffer): Buffer {
+  const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + body.length);
+  frame[0] = 0;
+  frame.writeUInt32BE(body.length, 1);
+  body.copy(frame, FRAME_HEADER_BYTES);
+  return frame;
+}
