@@ -101,6 +101,14 @@ export async function runLargeStore(ctx: CustomContext, params: Readonly<Record<
   const endpoint = ctx.cluster.endpoints[0];
   const conns = Array.from({ length: p.conns }, () => new EtcdConnection(endpoint));
   const extra: Record<string, number> = {};
+  /** Resident size after the server has sat idle for settleSec (see LARGE_STORE_DEFAULTS). */
+  const settledRss = async (after: string): Promise<void> => {
+    if (p.settleSec <= 0) return;
+    await sleep(p.settleSec * 1000);
+    const settled = readProcs(ctx.cluster.pids);
+    extra[`RSS ${p.settleSec} s after ${after} MiB`] = settled.rssMiB;
+    extra[`anon RSS ${p.settleSec} s after ${after} MiB`] = settled.anonRssMiB;
+  };
   try {
     const value = Buffer.alloc(p.valueBytes, 0x76);
     const stride = strideFor(p.keys);
@@ -130,13 +138,8 @@ export async function runLargeStore(ctx: CustomContext, params: Readonly<Record<
     extra['anon RSS after load MiB'] = afterLoad.anonRssMiB;
     extra['VmHWM after load MiB'] = afterLoad.peakRssMiB;
     extra['data dir MiB'] = diskUsageMiB(ctx.cluster.dataDir);
-    if (p.settleSec > 0) {
-      ctx.log(`loaded in ${loadSec.toFixed(1)} s; idle ${p.settleSec} s, then resident size`);
-      await sleep(p.settleSec * 1000);
-      const settled = readProcs(ctx.cluster.pids);
-      extra[`RSS ${p.settleSec} s after load MiB`] = settled.rssMiB;
-      extra[`anon RSS ${p.settleSec} s after load MiB`] = settled.anonRssMiB;
-    }
+    if (p.settleSec > 0) ctx.log(`loaded in ${loadSec.toFixed(1)} s; idle ${p.settleSec} s, then resident size`);
+    await settledRss('load');
 
     const conn = conns[0];
     ctx.log(`loaded in ${loadSec.toFixed(1)} s; count, paged list, compaction`);
@@ -166,12 +169,7 @@ export async function runLargeStore(ctx: CustomContext, params: Readonly<Record<
     const afterRestart = readProcs(ctx.cluster.pids);
     extra['RSS after restart MiB'] = afterRestart.rssMiB;
     extra['anon RSS after restart MiB'] = afterRestart.anonRssMiB;
-    if (p.settleSec > 0) {
-      await sleep(p.settleSec * 1000);
-      const settled = readProcs(ctx.cluster.pids);
-      extra[`RSS ${p.settleSec} s after restart MiB`] = settled.rssMiB;
-      extra[`anon RSS ${p.settleSec} s after restart MiB`] = settled.anonRssMiB;
-    }
+    await settledRss('restart');
 
     const fresh = new EtcdConnection(endpoint);
     conns.push(fresh);
