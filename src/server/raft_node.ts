@@ -19,6 +19,8 @@ export interface RaftNodeHooks {
   /** A snapshot from the leader must replace the applied state before the WAL records it. */
   installSnapshot(snap: Snapshot): Promise<void>;
   onWalSaved?(bytes: number, seconds: number): void;
+  /** Client writes this member is waiting on (answered once applied). */
+  proposalsWaiting(): number;
   /** An unrecoverable error in the loop (I/O or broken invariant): the member must stop. */
   fatal(e: unknown): void;
 }
@@ -34,6 +36,15 @@ interface Proposal {
 /** Bounds one batched MsgProp (entries and bytes), far below Raft's message size limits. */
 const MAX_BATCH_ENTRIES = 512;
 const MAX_BATCH_BYTES = 1024 * 1024;
+/**
+ * One writer at a time looks like this: a run of saves of one entry each, and the entry being saved
+ * is the only write the member waits on. Then the save's fdatasync runs inline (Wal.save), since no
+ * other request needs the loop meanwhile. Puts from one client, medians of 6 alternating runs: p50
+ * 1.45 -> 0.95 ms, 612 -> 876 puts/s. The run is what tells it from load: with 10 clients, many
+ * saves also carry one entry with nothing else proposed yet, and inlining those cost 10-17% of
+ * their rate (the other clients' requests waited unparsed behind the disk).
+ */
+const INLINE_SYNC_AFTER_SINGLE_SAVES = 8;
 
 export class RaftNode {
   private readonly inbox: Array<InboxItem | Proposal> = [];
@@ -175,6 +186,8 @@ export class RaftNode {
    * Ready). Starts at what storage holds, which was read from the WAL.
    */
   private durableIndex = -1;
+  /** Saves in a row (up to INLINE_SYNC_AFTER_SINGLE_SAVES) that carried exactly one entry. */
+  private singleSaves = 0;
 
   private async handleReady(rd: Ready): Promise<void> {
     if (rd.softState) {
@@ -203,7 +216,11 @@ export class RaftNode {
     if (rd.snapshot && rd.snapshot.metadata.index > 0) await this.hooks.installSnapshot(rd.snapshot);
     if (rd.hardState || rd.entries.length > 0 || rd.snapshot) {
       const t0 = process.hrtime.bigint();
-      const bytes = await this.wal.save(rd.hardState, rd.entries, rd.snapshot, rd.mustSync || rd.snapshot !== null);
+      const mustSync = rd.mustSync || rd.snapshot !== null;
+      const inline = mustSync && !rd.snapshot && rd.entries.length === 1 && this.singleSaves >= INLINE_SYNC_AFTER_SINGLE_SAVES && this.hooks.proposalsWaiting() <= 1;
+      if (rd.entries.length > 1) this.singleSaves = 0;
+      else if (rd.entries.length === 1) this.singleSaves = Math.min(this.singleSaves + 1, INLINE_SYNC_AFTER_SINGLE_SAVES);
+      const bytes = await this.wal.save(rd.hardState, rd.entries, rd.snapshot, mustSync, inline);
       this.hooks.onWalSaved?.(bytes, Number(process.hrtime.bigint() - t0) / 1e9);
       if (this.stopped) return;
     }

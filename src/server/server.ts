@@ -278,6 +278,7 @@ export class EtcdServer implements EtcdServerApi {
       installSnapshot: (snap) => server.installSnapshot(snap),
       fatal: (e) => server.fatal(e),
       onWalSaved: (_bytes, seconds) => server.metrics?.disk.walFsyncDurationSeconds.observe(seconds),
+      proposalsWaiting: () => server.proposals.size,
     }, { tickMs: cfg.heartbeatIntervalMs, maxInbox: MAX_INBOX, log });
     server.node.start();
     // With nothing to replay the core knows the membership from its snapshot already.

@@ -1,7 +1,8 @@
 // Group commit for the WAL file: sync() resolves after an fdatasync that began after the call, so
 // everything written before the call is durable. Callers that arrive while an fdatasync is running
 // share the next one. fdatasync runs on libuv's thread pool, so the event loop keeps serving
-// clients (and gathering the next batch) while the disk works.
+// clients (and gathering the next batch) while the disk works. syncNow() is the same guarantee on
+// the calling thread, for when no one needs the event loop meanwhile (see Wal.save).
 import assert from 'node:assert';
 import fs from 'node:fs';
 
@@ -26,6 +27,20 @@ export class Syncer {
       this.next.push({ resolve, reject });
       if (!this.running) this.start();
     });
+  }
+
+  /**
+   * fdatasync on the calling thread: everything written before the call is durable when it returns.
+   * Throws (and fails every later sync) if the disk reports an error.
+   */
+  syncNow(): void {
+    if (this.failed) throw this.failed;
+    try {
+      fs.fdatasyncSync(this.fd);
+    } catch (e) {
+      this.failed = e as Error;
+      throw e;
+    }
   }
 
   /** Sync `fd` from now on; `oldFd` (already made durable by the caller) is closed when unused. */

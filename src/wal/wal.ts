@@ -303,8 +303,14 @@ export class Wal {
    * Persist what a Raft Ready asks for. The records reach the file (the page cache) before this
    * returns control, so they survive the process being killed; with `mustSync` the promise resolves
    * only after fdatasync, so they survive the machine losing power too.
+   *
+   * `inlineSync` runs that fdatasync on the event loop's thread instead of libuv's pool. It blocks
+   * the loop for the disk's flush (0.25-0.5 ms here), but skips the hand-off to a pool thread and
+   * the wake-up back (0.1-0.15 ms per sync on these VMs): the right trade when nothing else is
+   * waiting for the loop, e.g. one client writing. Under load, the pool lets the loop parse the next
+   * batch while the disk works.
    */
-  async save(hardState: HardState | null, entries: Entry[], snapshot: Snapshot | null, mustSync = true): Promise<number> {
+  async save(hardState: HardState | null, entries: Entry[], snapshot: Snapshot | null, mustSync = true, inlineSync = false): Promise<number> {
     if (!hardState && entries.length === 0 && !snapshot) return 0;
     assert(this.identity, 'WAL save before create');
     const snapMeta = snapshot ? snapshot.metadata : null;
@@ -316,7 +322,10 @@ export class Wal {
     }
     if (entries.length > 0) this.lastIndex = entries[entries.length - 1].index;
     if (hardState) this.hardState = hardState;
-    if (mustSync) await this.syncer.sync();
+    if (mustSync) {
+      if (inlineSync) this.syncer.syncNow();
+      else await this.syncer.sync();
+    }
     this.maybeCut();
     return buf.length;
   }

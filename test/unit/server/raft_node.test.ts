@@ -10,7 +10,10 @@ import { config } from '../raft/helpers';
 class ControlledWal {
   auto = true;
   readonly pending: Array<{ entries: Entry[]; resolve: () => void }> = [];
-  save(_hs: unknown, entries: Entry[]): Promise<number> {
+  /** Every save of entries: how many, whether it had to be durable, whether it synced inline. */
+  readonly saves: Array<{ entries: number; mustSync: boolean; inline: boolean }> = [];
+  save(_hs: unknown, entries: Entry[], _snap: unknown, mustSync = true, inline = false): Promise<number> {
+    if (entries.length > 0) this.saves.push({ entries: entries.length, mustSync, inline });
     if (this.auto) return Promise.resolve(0);
     return new Promise((resolve) => this.pending.push({ entries, resolve: () => resolve(0) }));
   }
@@ -31,9 +34,13 @@ afterEach(async () => {
 });
 
 function leaderOfThree(): { node: RaftNode; wal: ControlledWal; applied: Entry[]; sent: Message[]; raw: RawNode } {
+  return startNode([1n, 2n, 3n], () => 0);
+}
+
+function startNode(members: bigint[], proposalsWaiting: () => number): { node: RaftNode; wal: ControlledWal; applied: Entry[]; sent: Message[]; raw: RawNode } {
   const storage = new MemoryStorage();
   const raw = new RawNode(config(1n, storage));
-  raw.bootstrap([1n, 2n, 3n]);
+  raw.bootstrap(members);
   const wal = new ControlledWal();
   const applied: Entry[] = [];
   const sent: Message[] = [];
@@ -52,6 +59,7 @@ function leaderOfThree(): { node: RaftNode; wal: ControlledWal; applied: Entry[]
     fatal: (e) => {
       throw e;
     },
+    proposalsWaiting,
   }, { tickMs: 1_000_000, maxInbox: 1000, log: nopLogger() });
   node = n;
   return { node: n, wal, applied, sent, raw };
@@ -96,5 +104,43 @@ describe('node loop', () => {
     expect(applied.some((e) => e.data.toString() === 'y')).toBe(false);
     wal.auto = true;
     wal.pending.shift()!.resolve();
+  });
+
+  it('syncs inline only after a run of one-entry saves, when that entry is the only write waiting', async () => {
+    let waiting = 1;
+    const { node: n, wal, applied } = startNode([1n], () => waiting);
+    n.start();
+    await until(() => applied.some((e) => e.type === EntryType.ConfChange), 'bootstrap entry');
+    n.enqueue((r) => r.campaign());
+    await until(() => applied.some((e) => e.type === EntryType.Normal && e.data.length === 0), "the leader's empty entry to apply");
+    let seq = 0;
+    const propose = async (count: number): Promise<{ entries: number; mustSync: boolean; inline: boolean }> => {
+      const before = wal.saves.length;
+      const datas = Array.from({ length: count }, () => `w${seq++}`);
+      for (const d of datas) {
+        n.propose(Buffer.from(d), (e) => {
+          throw e;
+        });
+      }
+      await until(() => applied.some((e) => e.data.toString() === datas[datas.length - 1]), `${datas.join(',')} to apply`);
+      expect(wal.saves.length).toBe(before + 1);
+      return wal.saves[before];
+    };
+    const pooled = (entries: number) => ({ entries, mustSync: true, inline: false });
+    const inline = { entries: 1, mustSync: true, inline: true };
+    // A batch of several writes is load: the fsync goes to the thread pool.
+    expect(await propose(3)).toEqual(pooled(3));
+    // One writer at a time: after a run of single saves, the disk wait blocks no one.
+    const run: boolean[] = [];
+    for (let i = 0; i < 10; i++) run.push((await propose(1)).inline);
+    expect(run).toEqual([false, false, false, false, false, false, false, false, true, true]);
+    // Others waiting for the loop (to be parsed, batched, answered): back to the pool.
+    waiting = 5;
+    expect(await propose(1)).toEqual(pooled(1));
+    waiting = 1;
+    expect(await propose(1)).toEqual(inline);
+    // A batch ends the run.
+    expect(await propose(2)).toEqual(pooled(2));
+    expect(await propose(1)).toEqual(pooled(1));
   });
 });

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { open as openLmdb } from 'lmdb';
 import { Wal } from '../../../src/wal/wal';
+import { Syncer } from '../../../src/wal/syncer';
 import { encodeEntry, encodeHardState, encodeIndexKey } from '../../../src/wal/codec';
 import type { Entry } from '../../../src/raft/types';
 
@@ -200,5 +201,39 @@ describe('WAL', () => {
       [4, 2, 'e4'],
     ]);
     await wal.close();
+  });
+
+  it('reads back a save whose fdatasync ran inline, as one synced on the thread pool', async () => {
+    const dir = tmp();
+    let wal = Wal.open(dir);
+    await wal.create(identity);
+    await wal.save({ term: 1, vote: 0n, commit: 0 }, [ent(1, 1)], null, true, true);
+    await wal.save({ term: 1, vote: 0n, commit: 1 }, [ent(2, 1)], null, true, false);
+    await wal.save({ term: 1, vote: 0n, commit: 2 }, [ent(3, 1)], null, true, true);
+    await wal.close();
+    wal = Wal.open(dir);
+    expect(wal.readAll().entries.map((e) => e.data.toString())).toEqual(['e1', 'e2', 'e3']);
+    expect(wal.readAll().hardState.commit).toBe(2);
+    await wal.close();
+  });
+});
+
+describe('WAL syncer', () => {
+  it('fails every later sync, inline or pooled, once an fdatasync has failed', async () => {
+    const file = path.join(tmp(), 'f');
+    const fd = fs.openSync(file, 'w');
+    const syncer = new Syncer(fd);
+    syncer.syncNow();
+    await syncer.sync();
+    fs.closeSync(fd);
+    let first: unknown = null;
+    try {
+      syncer.syncNow();
+    } catch (e) {
+      first = e;
+    }
+    expect((first as NodeJS.ErrnoException | null)?.code).toBe('EBADF');
+    await expect(syncer.sync()).rejects.toBe(first);
+    expect(() => syncer.syncNow()).toThrow(first as Error);
   });
 });
