@@ -221,7 +221,9 @@ export class MvccStore {
   /** @internal used by StoreWriteTxn */
   txnPut(rev: number, sub: number, key: Buffer, value: Buffer, lease: bigint): { kv: KeyValue; prevKv: KeyValue | null } {
     const keyStr = key.toString('latin1');
-    const prev = this.index.get(keyStr, rev);
+    // One lookup in the ordered index serves both the previous version and the put.
+    const ki = this.index.keyIndex(keyStr);
+    const prev = ki ? ki.get(rev) : null;
     const prevKv = prev ? this.readRecord(prev.modMain, prev.modSub) : null;
     const kv: KeyValue = {
       key: Buffer.from(key),
@@ -232,7 +234,7 @@ export class MvccStore {
       lease,
     };
     this.kv.putSync(revToBytes(rev, sub), encodeKeyValue(kv));
-    this.index.put(keyStr, rev, sub);
+    this.index.put(keyStr, rev, sub, ki);
     this.ops.puts++;
     return { kv, prevKv };
   }

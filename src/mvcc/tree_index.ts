@@ -24,8 +24,10 @@ export class TreeIndex {
     return this.tree.size;
   }
 
-  put(key: string, main: number, sub: number): void {
-    let ki = this.tree.get(key);
+  /** `known`: the key's index as keyIndex(key) just returned it (a put saves the second lookup). */
+  put(key: string, main: number, sub: number, known?: KeyIndex): void {
+    let ki = known ?? this.tree.get(key);
+    assert(known === undefined || known.key === key, 'key index of another key');
     if (!ki) {
       ki = new KeyIndex(key);
       this.tree.set(key, ki);
