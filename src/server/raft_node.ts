@@ -45,6 +45,12 @@ const MAX_BATCH_BYTES = 1024 * 1024;
  * their rate (the other clients' requests waited unparsed behind the disk).
  */
 const INLINE_SYNC_AFTER_SINGLE_SAVES = 8;
+/**
+ * An inline fdatasync blocks every other client (reads, watches, keepalives) for as long as the
+ * disk takes. Only a disk whose last durable save took at most this long is trusted with it: on
+ * a slow disk the hand-off saved is a small part of the wait anyway.
+ */
+const INLINE_SYNC_MAX_LAST_SAVE_MS = 2;
 
 export class RaftNode {
   private readonly inbox: Array<InboxItem | Proposal> = [];
@@ -188,6 +194,8 @@ export class RaftNode {
   private durableIndex = -1;
   /** Saves in a row (up to INLINE_SYNC_AFTER_SINGLE_SAVES) that carried exactly one entry. */
   private singleSaves = 0;
+  /** How long the last save that had to be durable took, fdatasync included. */
+  private lastSyncedSaveMs = Infinity;
 
   private async handleReady(rd: Ready): Promise<void> {
     if (rd.softState) {
@@ -217,11 +225,19 @@ export class RaftNode {
     if (rd.hardState || rd.entries.length > 0 || rd.snapshot) {
       const t0 = process.hrtime.bigint();
       const mustSync = rd.mustSync || rd.snapshot !== null;
-      const inline = mustSync && !rd.snapshot && rd.entries.length === 1 && this.singleSaves >= INLINE_SYNC_AFTER_SINGLE_SAVES && this.hooks.proposalsWaiting() <= 1;
+      const inline =
+        mustSync &&
+        !rd.snapshot &&
+        rd.entries.length === 1 &&
+        this.singleSaves >= INLINE_SYNC_AFTER_SINGLE_SAVES &&
+        this.lastSyncedSaveMs <= INLINE_SYNC_MAX_LAST_SAVE_MS &&
+        this.hooks.proposalsWaiting() <= 1;
       if (rd.entries.length > 1) this.singleSaves = 0;
       else if (rd.entries.length === 1) this.singleSaves = Math.min(this.singleSaves + 1, INLINE_SYNC_AFTER_SINGLE_SAVES);
       const bytes = await this.wal.save(rd.hardState, rd.entries, rd.snapshot, mustSync, inline);
-      this.hooks.onWalSaved?.(bytes, Number(process.hrtime.bigint() - t0) / 1e9);
+      const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+      if (mustSync) this.lastSyncedSaveMs = seconds * 1000;
+      this.hooks.onWalSaved?.(bytes, seconds);
       if (this.stopped) return;
     }
     if (rd.snapshot) {

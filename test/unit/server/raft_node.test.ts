@@ -106,7 +106,7 @@ describe('node loop', () => {
     wal.pending.shift()!.resolve();
   });
 
-  it('syncs inline only after a run of one-entry saves, when that entry is the only write waiting', async () => {
+  it('syncs inline only after a run of one-entry saves on a fast disk, when that entry is the only write waiting', async () => {
     let waiting = 1;
     const { node: n, wal, applied } = startNode([1n], () => waiting);
     n.start();
@@ -138,6 +138,16 @@ describe('node loop', () => {
     waiting = 5;
     expect(await propose(1)).toEqual(pooled(1));
     waiting = 1;
+    expect(await propose(1)).toEqual(inline);
+    // A slow disk would block everyone for its whole wait: the save after a slow one is pooled.
+    wal.auto = false;
+    const slow = propose(1);
+    await until(() => wal.pending.length === 1, 'the held save');
+    await new Promise((r) => setTimeout(r, 10));
+    wal.auto = true;
+    wal.pending.shift()!.resolve();
+    expect(await slow).toEqual(inline);
+    expect(await propose(1)).toEqual(pooled(1));
     expect(await propose(1)).toEqual(inline);
     // A batch ends the run.
     expect(await propose(2)).toEqual(pooled(2));
