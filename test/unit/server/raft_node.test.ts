@@ -153,4 +153,34 @@ describe('node loop', () => {
     expect(await propose(2)).toEqual(pooled(2));
     expect(await propose(1)).toEqual(pooled(1));
   });
+
+  it('never syncs inline on a leader whose appends to followers went out first', async () => {
+    const { node: n, wal, applied, sent, raw } = leaderOfThree();
+    n.start();
+    await until(() => applied.filter((e) => e.type === EntryType.ConfChange).length === 3, 'bootstrap entries');
+    n.enqueue((r) => r.campaign());
+    await until(() => sent.some((m) => m.type === MessageType.MsgVote), 'vote requests');
+    const term = raw.raft.term;
+    n.step(newMessage({ type: MessageType.MsgVoteResp, from: 2n, to: 1n, term }));
+    const ackAll = (): void => {
+      n.step(newMessage({ type: MessageType.MsgAppResp, from: 2n, to: 1n, term, index: raw.raft.raftLog.lastIndex() }));
+    };
+    await until(() => sent.some((m) => m.type === MessageType.MsgApp && m.to === 2n), 'first append');
+    ackAll();
+    await until(() => applied.some((e) => e.data.length === 0 && e.term === term), "the leader's empty entry to apply");
+    const before = wal.saves.length;
+    // One writer at a time, as in the single-member case: twelve writes, each committed before the next.
+    for (let i = 0; i < 12; i++) {
+      const d = `v${i}`;
+      n.propose(Buffer.from(d), (e) => {
+        throw e;
+      });
+      await until(() => wal.saves.length === before + i + 1, `the save of ${d}`);
+      ackAll();
+      await until(() => applied.some((e) => e.data.toString() === d), `${d} to apply`);
+    }
+    const saves = wal.saves.slice(before);
+    expect(saves.map((s) => s.entries)).toEqual(Array(12).fill(1));
+    expect(saves.some((s) => s.inline)).toBe(false);
+  });
 });
