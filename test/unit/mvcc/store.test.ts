@@ -89,6 +89,27 @@ describe('MvccStore revisions', () => {
     expect(s.store.range(b('a'), Buffer.alloc(0)).kvs.length).toBe(1); // empty end = single key
   });
 
+  it('ranges at past revisions: limit, count and countOnly see each key as it was then', () => {
+    const s = fresh();
+    write(s, (t) => t.put(b('a'), b('a1'), 0n)); // 2
+    write(s, (t) => t.put(b('b'), b('b1'), 0n)); // 3
+    write(s, (t) => t.put(b('c'), b('c1'), 0n)); // 4
+    write(s, (t) => t.deleteRange(b('b'), null)); // 5
+    write(s, (t) => t.put(b('a'), b('a2'), 0n)); // 6
+    write(s, (t) => t.put(b('d'), b('d1'), 0n)); // 7
+    const at = (rev: number, limit = 0) => {
+      const r = s.store.range(b('a'), Buffer.from([0]), { rev, limit });
+      return [r.kvs.map((kv) => `${kv.key}=${kv.value}@${kv.modRevision}`), r.count];
+    };
+    expect(at(4)).toEqual([['a=a1@2', 'b=b1@3', 'c=c1@4'], 3]);
+    expect(at(4, 2)).toEqual([['a=a1@2', 'b=b1@3'], 3]);
+    expect(at(5)).toEqual([['a=a1@2', 'c=c1@4'], 2]);
+    expect(at(6, 1)).toEqual([['a=a2@6'], 2]);
+    expect(at(7)).toEqual([['a=a2@6', 'c=c1@4', 'd=d1@7'], 3]);
+    expect(s.store.range(b('a'), Buffer.from([0]), { rev: 4, countOnly: true })).toEqual({ kvs: [], count: 3, rev: 7 });
+    expect(s.store.range(b('b'), null, { rev: 6, countOnly: true }).count).toBe(0);
+  });
+
   it('handles keys longer than LMDB allows and binary keys with 0x00 / 0xff', async () => {
     const p = fresh();
     const long = Buffer.alloc(5000, 0x61);
