@@ -65,17 +65,25 @@ function startNode(members: bigint[], proposalsWaiting: () => number): { node: R
   return { node: n, wal, applied, sent, raw };
 }
 
+/** Starts leaderOfThree's node and elects it with member 2's vote; returns the term. */
+async function elect(l: ReturnType<typeof leaderOfThree>): Promise<number> {
+  const { node: n, applied, sent, raw } = l;
+  n.start();
+  // Raft will not campaign before the bootstrap membership entries are applied.
+  await until(() => applied.filter((e) => e.type === EntryType.ConfChange).length === 3, 'bootstrap entries');
+  n.enqueue((r) => r.campaign());
+  await until(() => sent.some((m) => m.type === MessageType.MsgVote), 'vote requests');
+  const term = raw.raft.term;
+  n.step(newMessage({ type: MessageType.MsgVoteResp, from: 2n, to: 1n, term }));
+  await until(() => sent.some((m) => m.type === MessageType.MsgApp && m.to === 2n), 'first append');
+  return term;
+}
+
 describe('node loop', () => {
   it('applies what followers acknowledged while its own next write is still being fsynced', async () => {
-    const { node: n, wal, applied, sent, raw } = leaderOfThree();
-    n.start();
-    // Raft will not campaign before the bootstrap membership entries are applied.
-    await until(() => applied.filter((e) => e.type === EntryType.ConfChange).length === 3, 'bootstrap entries');
-    n.enqueue((r) => r.campaign());
-    await until(() => sent.some((m) => m.type === MessageType.MsgVote), 'vote requests');
-    const term = raw.raft.term;
-    n.step(newMessage({ type: MessageType.MsgVoteResp, from: 2n, to: 1n, term }));
-    await until(() => sent.some((m) => m.type === MessageType.MsgApp && m.to === 2n), 'first append');
+    const l = leaderOfThree();
+    const { node: n, wal, applied, raw } = l;
+    const term = await elect(l);
     const ackAll = (): void => {
       const last = raw.raft.raftLog.lastIndex();
       n.step(newMessage({ type: MessageType.MsgAppResp, from: 2n, to: 1n, term, index: last }));
@@ -155,17 +163,12 @@ describe('node loop', () => {
   });
 
   it('never syncs inline on a leader whose appends to followers went out first', async () => {
-    const { node: n, wal, applied, sent, raw } = leaderOfThree();
-    n.start();
-    await until(() => applied.filter((e) => e.type === EntryType.ConfChange).length === 3, 'bootstrap entries');
-    n.enqueue((r) => r.campaign());
-    await until(() => sent.some((m) => m.type === MessageType.MsgVote), 'vote requests');
-    const term = raw.raft.term;
-    n.step(newMessage({ type: MessageType.MsgVoteResp, from: 2n, to: 1n, term }));
+    const l = leaderOfThree();
+    const { node: n, wal, applied, raw } = l;
+    const term = await elect(l);
     const ackAll = (): void => {
       n.step(newMessage({ type: MessageType.MsgAppResp, from: 2n, to: 1n, term, index: raw.raft.raftLog.lastIndex() }));
     };
-    await until(() => sent.some((m) => m.type === MessageType.MsgApp && m.to === 2n), 'first append');
     ackAll();
     await until(() => applied.some((e) => e.data.length === 0 && e.term === term), "the leader's empty entry to apply");
     const before = wal.saves.length;
