@@ -67,9 +67,10 @@ function healthy(etcdctl: string, endpoints: string[]): Promise<boolean> {
 
 /**
  * The endpoints with the leader's first, as `etcdctl endpoint status` reports it (null if it names
- * no leader). etcd's benchmark gives its connections the endpoints in turn, so with one connection
- * the client talks to the first: leader first makes the one-client rows of both systems measure
- * the same path (through a follower, a put is one more hop), whichever member won the election.
+ * no leader). Without --target-leader, etcd's benchmark gives its connections the endpoints in turn,
+ * so with one connection the client talks to the first: leader first makes the one-connection range
+ * rows of both systems measure the same path (a linearizable read through a follower asks the
+ * leader first), whichever member won the election.
  */
 function leaderFirst(etcdctl: string, endpoints: string[]): Promise<string[] | null> {
   return new Promise((resolve) => {
