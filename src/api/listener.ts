@@ -10,6 +10,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { checkAllowedPeer, logRejected, serverTlsOptions, type TlsMaterial } from '../tls';
+import { createGatewayDir, GATEWAY_SOCKET_NAME, sweepStaleGatewayDirs } from './gateway_dir';
 import { injectWithAuthorityFix } from './h2_authority';
 import { setLocalTarget } from './local_target';
 import type { ApiLogger } from './types';
@@ -172,9 +173,10 @@ export async function listenClientUrls(
   };
 
   const listenGateway = async (): Promise<void> => {
-    gatewayDir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-gw-'));
-    fs.chmodSync(gatewayDir, 0o700);
-    const sock = path.join(gatewayDir, 'grpc.sock');
+    const swept = await sweepStaleGatewayDirs(os.tmpdir());
+    if (swept.length > 0) log.debug('removed gateway socket directories of stopped servers', { count: swept.length });
+    gatewayDir = createGatewayDir(os.tmpdir());
+    const sock = path.join(gatewayDir, GATEWAY_SOCKET_NAME);
     const srv = net.createServer((socket) => route(socket, sock));
     await new Promise<void>((resolve, reject) => {
       srv.once('error', reject);
