@@ -30,7 +30,11 @@ function heartbeat(from: bigint, to: bigint, commit: number): Message {
 /** A TCP port that accepts connections and never answers (a hung peer). */
 async function silentPeerUrl(): Promise<string> {
   const sockets: net.Socket[] = [];
-  const srv = net.createServer((s) => sockets.push(s));
+  const srv = net.createServer((s) => {
+    // The member under test may reset the connection; that must not be an uncaught error here.
+    s.on('error', () => undefined);
+    sockets.push(s);
+  });
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
   closers.push(() => {
     for (const s of sockets) s.destroy();
