@@ -53,16 +53,21 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** One `etcdctl endpoint health` (the real client: a Get through quorum) against all endpoints. */
-function healthy(etcdctl: string, endpoints: string[]): Promise<boolean> {
+/** One bounded etcdctl call against all endpoints: its stdout, or null if it failed. */
+function etcdctlOn(etcdctl: string, endpoints: string[], args: string[]): Promise<string | null> {
   return new Promise((resolve) => {
     execFile(
       etcdctl,
-      [`--endpoints=${endpoints.join(',')}`, '--command-timeout=2s', '--dial-timeout=1s', 'endpoint', 'health'],
+      [`--endpoints=${endpoints.join(',')}`, '--command-timeout=2s', '--dial-timeout=1s', ...args],
       { env: { ...process.env, ETCDCTL_API: '3' }, timeout: HEALTH_CALL_TIMEOUT_MS },
-      (err) => resolve(!err),
+      (err, stdout) => resolve(err ? null : stdout),
     );
   });
+}
+
+/** One `etcdctl endpoint health` (the real client: a Get through quorum) against all endpoints. */
+async function healthy(etcdctl: string, endpoints: string[]): Promise<boolean> {
+  return (await etcdctlOn(etcdctl, endpoints, ['endpoint', 'health'])) !== null;
 }
 
 /**
@@ -72,25 +77,17 @@ function healthy(etcdctl: string, endpoints: string[]): Promise<boolean> {
  * rows of both systems measure the same path (a linearizable read through a follower asks the
  * leader first), whichever member won the election.
  */
-function leaderFirst(etcdctl: string, endpoints: string[]): Promise<string[] | null> {
-  return new Promise((resolve) => {
-    execFile(
-      etcdctl,
-      [`--endpoints=${endpoints.join(',')}`, '--command-timeout=2s', '--dial-timeout=1s', 'endpoint', 'status'],
-      { env: { ...process.env, ETCDCTL_API: '3' }, timeout: HEALTH_CALL_TIMEOUT_MS },
-      (err, stdout) => {
-        if (err) return resolve(null);
-        // Simple format: "endpoint, member ID, version, db size, is leader, ...", one line each.
-        const leaders = stdout
-          .split('\n')
-          .map((line) => line.split(', '))
-          .filter((f) => f.length > 4 && f[4] === 'true')
-          .map((f) => f[0]);
-        if (leaders.length !== 1 || !endpoints.includes(leaders[0])) return resolve(null);
-        resolve([leaders[0], ...endpoints.filter((e) => e !== leaders[0])]);
-      },
-    );
-  });
+async function leaderFirst(etcdctl: string, endpoints: string[]): Promise<string[] | null> {
+  const stdout = await etcdctlOn(etcdctl, endpoints, ['endpoint', 'status']);
+  if (stdout === null) return null;
+  // Simple format: "endpoint, member ID, version, db size, is leader, ...", one line each.
+  const leaders = stdout
+    .split('\n')
+    .map((line) => line.split(', '))
+    .filter((f) => f.length > 4 && f[4] === 'true')
+    .map((f) => f[0]);
+  if (leaders.length !== 1 || !endpoints.includes(leaders[0])) return null;
+  return [leaders[0], ...endpoints.filter((e) => e !== leaders[0])];
 }
 
 function waitExit(child: ChildProcess, ms: number): Promise<boolean> {

@@ -39,10 +39,11 @@ const MAX_BATCH_BYTES = 1024 * 1024;
 /**
  * One writer at a time looks like this: a run of saves of one entry each, and the entry being saved
  * is the only write the member waits on (a leader with followers never inlines: see inlineSync).
- * Then the save's fdatasync runs inline (Wal.save), since no other request needs the loop meanwhile. Puts from one client, medians of 6 alternating runs: p50
- * 1.45 -> 0.95 ms, 612 -> 876 puts/s. The run is what tells it from load: with 10 clients, many
- * saves also carry one entry with nothing else proposed yet, and inlining those cost 10-17% of
- * their rate (the other clients' requests waited unparsed behind the disk).
+ * Then the save's fdatasync runs inline (Wal.save), since no other request needs the loop
+ * meanwhile. Puts from one client, medians of 6 alternating runs: p50 1.45 -> 0.95 ms, 612 -> 876
+ * puts/s. The run is what tells it from load: with 10 clients, many saves also carry one entry with
+ * nothing else proposed yet, and inlining those cost 10-17% of their rate (the other clients'
+ * requests waited unparsed behind the disk).
  */
 const INLINE_SYNC_AFTER_SINGLE_SAVES = 8;
 /**
