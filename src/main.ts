@@ -139,12 +139,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     return 1;
   }
 
-  const grpc = createGrpcServer(server, log, {
+  const http2Options = {
     keepaliveIntervalMs: c.grpcKeepAliveIntervalMs,
     keepaliveTimeoutMs: c.grpcKeepAliveTimeoutMs,
     maxConcurrentStreams: c.maxConcurrentStreams > 0 && c.maxConcurrentStreams < 2 ** 31 ? c.maxConcurrentStreams : undefined,
-    metrics,
-  });
+  };
+  const grpc = createGrpcServer(server, log, { ...http2Options, metrics });
   const metricsHook = () => metrics.metricsText();
   const onHealth = (ok: boolean): void => (ok ? metrics.server.healthSuccess : metrics.server.healthFailures).inc();
   const httpHandler = createHttpHandler(server, log, { metrics: metricsHook, onHealth, checkTimeoutMs: server.requestTimeoutMs });
@@ -155,7 +155,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   let others: http.Server[] = [];
   let peers: PeerServer | null = null;
   try {
-    clients = await listenClientUrls(c.listenClientUrls.map((u) => u.text), grpc.grpcServer, httpHandler, log, { tls: memberTls.client });
+    clients = await listenClientUrls(c.listenClientUrls.map((u) => u.text), grpc.grpcServer, httpHandler, log, {
+      tls: memberTls.client,
+      http2: http2Options,
+    });
     // etcd serves https:// metrics URLs with the client TLS settings (client-cert-auth included).
     others = others.concat(await listenPlainHttp(c.listenMetricsUrls.map((u) => u.text), plainHandler, log, 'metrics', memberTls.client));
     const peerTls = memberTls.peer;

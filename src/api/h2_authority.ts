@@ -8,7 +8,7 @@
 import assert from 'node:assert';
 import type net from 'node:net';
 import { Duplex } from 'node:stream';
-import { huffmanDecode } from './hpack_huffman';
+import { huffmanDecode } from '../h2/huffman';
 
 const PREFACE_BYTES = 24;
 const FRAME_HEADER_BYTES = 9;

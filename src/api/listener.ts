@@ -9,6 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
+import { grpcStreamEntry } from '../grpcjs/stream_hook';
+import { H2Connection } from '../h2/connection';
 import { checkAllowedPeer, logRejected, serverTlsOptions, type TlsMaterial } from '../tls';
 import { createGatewayDir, GATEWAY_SOCKET_NAME, sweepStaleGatewayDirs } from './gateway_dir';
 import { injectWithAuthorityFix } from './h2_authority';
@@ -37,6 +39,22 @@ export interface ClientListenOptions {
   tls?: TlsMaterial;
   /** Bound on a TLS handshake; a client that never completes one is dropped after it. */
   tlsHandshakeTimeoutMs?: number;
+  /** gRPC connection settings (--max-concurrent-streams, --grpc-keepalive-*). */
+  http2?: ClientHttp2Options;
+}
+
+export interface ClientHttp2Options {
+  maxConcurrentStreams?: number;
+  keepaliveIntervalMs?: number;
+  keepaliveTimeoutMs?: number;
+}
+
+/**
+ * Which HTTP/2 implementation serves gRPC on client URLs: ours (src/h2, the default) or Node's
+ * http2 module under grpc-js (ETCD_CLIENT_HTTP2=node), kept to compare and as a way back.
+ */
+export function clientHttp2Impl(env: NodeJS.ProcessEnv = process.env): 'lean' | 'node' {
+  return env.ETCD_CLIENT_HTTP2 === 'node' ? 'node' : 'lean';
 }
 
 /** Long enough for a loaded machine, short enough that silent connections do not pile up. */
@@ -84,6 +102,25 @@ export async function listenClientUrls(
     }
   }
   const injector = grpcServer.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+  const impl = clientHttp2Impl();
+  const streamEntry = grpcStreamEntry(grpcServer);
+  const serveHttp2 = (socket: net.Socket, head: Buffer): void => {
+    if (impl === 'node') {
+      // Strips a scheme from the first request's :authority (Go clients dialled with a URL
+      // send one; nghttp2 rejects it), then hands the socket over with the sniffed bytes.
+      injectWithAuthorityFix(socket, head, (c) => injector.injectConnection(c));
+      return;
+    }
+    const conn = new H2Connection(socket, {
+      onStream: streamEntry,
+      maxConcurrentStreams: opts.http2?.maxConcurrentStreams,
+      keepaliveIntervalMs: opts.http2?.keepaliveIntervalMs,
+      keepaliveTimeoutMs: opts.http2?.keepaliveTimeoutMs,
+      onProtocolError: (message) => log.debug('client HTTP/2 protocol error', { error: message }),
+    });
+    conn.feed(head);
+    socket.resume();
+  };
   const httpServer = http.createServer(httpHandler);
   const sockets = new Set<net.Socket>();
   const servers: net.Server[] = [];
@@ -112,9 +149,7 @@ export async function listenClientUrls(
         return;
       }
       if (h2) {
-        // Strips a scheme from the first request's :authority (Go clients dialled with a URL
-        // send one; nghttp2 rejects it), then hands the socket over with the sniffed bytes.
-        injectWithAuthorityFix(socket, head, (c) => injector.injectConnection(c));
+        serveHttp2(socket, head);
       } else {
         // Node's HTTP/1 parser reads the socket handle natively once attached, skipping
         // anything unshifted; its 'data' listener still parses what we hand it directly.
@@ -143,7 +178,7 @@ export async function listenClientUrls(
     if (gatewayTarget !== undefined) setLocalTarget(socket, gatewayTarget);
     else if (unixPath !== undefined) setLocalTarget(socket, `unix:${unixPath}`);
     if (socket.alpnProtocol === 'h2') {
-      injectWithAuthorityFix(socket, Buffer.alloc(0), (c) => injector.injectConnection(c));
+      serveHttp2(socket, Buffer.alloc(0));
     } else if (socket.alpnProtocol === 'http/1.1') {
       httpServer.emit('connection', socket);
     } else {

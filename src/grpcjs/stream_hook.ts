@@ -52,3 +52,22 @@ export function hookServerStreams(
   internals._streamHandler = wrap(internals._streamHandler);
   internals._channelzHandler = wrap(internals._channelzHandler);
 }
+
+/** The part of Node's ServerHttp2Stream grpc-js's server call and our direct paths use (src/h2 provides it). */
+export type ServerStreamLike = object;
+
+/**
+ * The server's entry for one new HTTP/2 stream (hooks above included), for connections that
+ * grpc-js's own http2 server does not own: the client port's own HTTP/2 connections (src/h2)
+ * hand their streams here. The stream need only have the ServerHttp2Stream surface grpc-js's
+ * server call uses; `session` is never one of grpc-js's own, so its per-session bookkeeping
+ * (channelz, idle timeouts) leaves it alone.
+ */
+export function grpcStreamEntry(server: grpc.Server): (stream: ServerStreamLike, headers: Record<string, string | string[] | undefined>) => void {
+  const internals = server as unknown as GrpcJsServerInternals;
+  assert(typeof internals._streamHandler === 'function', 'grpc-js internals changed: stream entry unavailable');
+  // grpc-js binds its handler with the credentials' interceptors: none for ours.
+  const noInterceptors: unknown[] = [];
+  return (stream, headers) =>
+    internals._streamHandler.call(internals, noInterceptors, stream as http2.ServerHttp2Stream, headers as http2.IncomingHttpHeaders);
+}

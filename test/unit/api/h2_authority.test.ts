@@ -5,7 +5,7 @@ import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthorityRewriter, injectWithAuthorityFix, MAX_PENDING_BYTES, rewriteHeaderBlock, stripScheme } from '../../../src/api/h2_authority';
-import { huffmanDecode, huffmanEncode } from '../../../src/api/hpack_huffman';
+import { huffmanDecode, huffmanEncode } from '../../../src/h2/huffman';
 import { etcdctl } from '../../helpers/etcdctl';
 import { EtcdMember, startEtcd } from '../../helpers/etcd-process';
 import { waitFor } from './harness';

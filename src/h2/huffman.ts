@@ -1,5 +1,5 @@
-// HPACK Huffman coding (RFC 7541 section 5.2 and Appendix B), only as much as the :authority
-// rewriter needs: decoding a value, and encoding for tests that build frames by hand.
+// HPACK Huffman coding (RFC 7541 section 5.2 and Appendix B): decoding the values a client
+// codes (src/h2/hpack.ts, the :authority rewriter), and encoding for tests that build frames by hand.
 import assert from 'node:assert';
 
 /** RFC 7541 Appendix B: the code of each octet 0..255 (EOS is never decoded as a symbol). */

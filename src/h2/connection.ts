@@ -1,0 +1,631 @@
+// The server side of one HTTP/2 connection (RFC 9113), lean enough for gRPC's small messages:
+// frames parsed straight from the socket's chunks, header blocks decoded by our HPACK decoder,
+// one socket write per event-loop turn for everything that turn produced, and no per-frame or
+// per-header objects beyond the stream itself. Node's http2 module costs ~55 µs of CPU per
+// unary gRPC call on these machines (its JS layer, nghttp2, and the garbage of an external
+// string per header value); this costs a few. What a gRPC server needs is all here: flow
+// control both ways, SETTINGS, PING (and keepalive pings of our own), GOAWAY, RST_STREAM,
+// CONTINUATION, padding, the stream limit. Server push, priorities and HTTP/1.1 upgrade are not.
+import assert from 'node:assert';
+import type net from 'node:net';
+import type { Duplex } from 'node:stream';
+import {
+  DEFAULT_MAX_FRAME_BYTES,
+  DEFAULT_WINDOW_BYTES,
+  ErrorCode,
+  FLAG_ACK,
+  FLAG_END_HEADERS,
+  FLAG_END_STREAM,
+  FLAG_PADDED,
+  FLAG_PRIORITY,
+  FRAME_HEADER_BYTES,
+  FrameType,
+  MAX_FRAME_BYTES_CEILING,
+  MAX_WINDOW_BYTES,
+  PREFACE,
+  Setting,
+  frame,
+  frameHeader,
+  u32Frame,
+} from './frames';
+import { HpackDecoder, HpackError, encodeHeaders, type OutgoingValue } from './hpack';
+import { H2Stream, type StreamOwner } from './stream';
+
+/** Request headers as Node's http2 gives them: lowercase names, repeated fields as arrays. */
+export type IncomingHeaders = Record<string, string | string[] | undefined>;
+
+export interface H2ConnectionOptions {
+  /** A new stream with its request headers; the handler owns it from here. */
+  onStream: (stream: H2Stream, headers: IncomingHeaders) => void;
+  /** SETTINGS_MAX_CONCURRENT_STREAMS; streams beyond it are refused. */
+  maxConcurrentStreams?: number;
+  /** Our PING every this many ms of the connection's life (0 = never); grpc.keepalive_time_ms. */
+  keepaliveIntervalMs?: number;
+  /** How long a keepalive PING may go unanswered before the connection is dropped. */
+  keepaliveTimeoutMs?: number;
+  /** Called once when the connection has ended, for whatever reason. */
+  onClose?: (err: Error | undefined) => void;
+  /** Connection-level protocol problems, for a debug log. */
+  onProtocolError?: (message: string) => void;
+}
+
+/** Receive window we give each stream (SETTINGS_INITIAL_WINDOW_SIZE): a whole 1.5 MiB request in flight. */
+export const STREAM_WINDOW_BYTES = 2 * 1024 * 1024;
+/** Receive window of the whole connection: bounds what a connection can have buffered with us. */
+export const CONNECTION_WINDOW_BYTES = 16 * 1024 * 1024;
+/** A header block (HEADERS plus CONTINUATIONs) larger than this ends the connection. */
+export const MAX_HEADER_BLOCK_BYTES = 64 * 1024;
+/** Decoded header list bound (SETTINGS_MAX_HEADER_LIST_SIZE: names, values and 32 bytes per field). */
+export const MAX_HEADER_LIST_BYTES = 64 * 1024;
+/** Our DATA frames never exceed the protocol's default frame size, whatever the peer allows. */
+const DATA_FRAME_BYTES = DEFAULT_MAX_FRAME_BYTES;
+/**
+ * Bytes waiting in the socket beyond which DATA is not framed until it drains; control frames
+ * still go. A peer that stops reading and keeps sending PINGs or SETTINGS piles up only those,
+ * and is dropped at MAX_UNREAD_OUTPUT_BYTES.
+ */
+const SOCKET_HIGH_WATER_BYTES = 256 * 1024;
+const MAX_UNREAD_OUTPUT_BYTES = 16 * 1024 * 1024;
+/** Incoming bytes held for an incomplete frame: a frame header plus the largest frame we accept. */
+const MAX_PARTIAL_FRAME_BYTES = FRAME_HEADER_BYTES + DEFAULT_MAX_FRAME_BYTES;
+/** One write gathers frames up to this size into one buffer; beyond it, a vectored write. */
+const COALESCE_BYTES = 64 * 1024;
+
+class ConnectionError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export class H2Connection implements StreamOwner {
+  private readonly streams = new Map<number, H2Stream>();
+  private readonly decoder = new HpackDecoder();
+  private readonly maxConcurrentStreams: number;
+  private lastStreamId = 0;
+  private prefaceSeen = false;
+  private pending: Buffer | undefined;
+  /** A header block being collected across CONTINUATION frames. */
+  private headerBlock: { streamId: number; flags: number; parts: Buffer[]; bytes: number } | undefined;
+
+  // Flow control. Receive: what the peer may still send us before our next WINDOW_UPDATE.
+  private recvWindow = DEFAULT_WINDOW_BYTES;
+  private recvUnacked = 0;
+  private readonly streamRecv = new Map<number, { window: number; unacked: number }>();
+  // Send: the peer's windows.
+  private sendWindow = DEFAULT_WINDOW_BYTES;
+  private peerInitialWindow = DEFAULT_WINDOW_BYTES;
+  /** Streams with DATA or an end queued, in the order they asked. */
+  private readonly sending = new Set<H2Stream>();
+
+  private out: Buffer[] = [];
+  private outBytes = 0;
+  private flushScheduled = false;
+  private closed = false;
+  private goawaySent = false;
+
+  private keepaliveTimer: NodeJS.Timeout | undefined;
+  private keepaliveDeadline: NodeJS.Timeout | undefined;
+
+  constructor(
+    readonly socket: Duplex,
+    private readonly opts: H2ConnectionOptions,
+  ) {
+    this.maxConcurrentStreams = opts.maxConcurrentStreams ?? 2 ** 32 - 1;
+    assert(Number.isSafeInteger(this.maxConcurrentStreams) && this.maxConcurrentStreams >= 0, 'bad maxConcurrentStreams');
+    // Our SETTINGS first, then the connection window raised past the protocol's default.
+    const settings: [Setting, number][] = [
+      [Setting.ENABLE_PUSH, 0],
+      [Setting.INITIAL_WINDOW_SIZE, STREAM_WINDOW_BYTES],
+      [Setting.MAX_HEADER_LIST_SIZE, MAX_HEADER_LIST_BYTES],
+    ];
+    if (opts.maxConcurrentStreams !== undefined) settings.unshift([Setting.MAX_CONCURRENT_STREAMS, this.maxConcurrentStreams]);
+    const payload = Buffer.allocUnsafe(6 * settings.length);
+    settings.forEach(([id, v], i) => {
+      payload.writeUInt16BE(id, 6 * i);
+      payload.writeUInt32BE(v, 6 * i + 2);
+    });
+    this.queue(frame(FrameType.SETTINGS, 0, 0, payload));
+    this.queue(u32Frame(FrameType.WINDOW_UPDATE, 0, CONNECTION_WINDOW_BYTES - DEFAULT_WINDOW_BYTES));
+    this.recvWindow = CONNECTION_WINDOW_BYTES;
+
+    // Small frames must not wait for Nagle's algorithm (Node's http2 sets this too).
+    (socket as Partial<Pick<net.Socket, 'setNoDelay'>>).setNoDelay?.(true);
+    socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    socket.on('drain', () => this.scheduleFlush());
+    socket.on('error', (e: Error) => this.teardown(e));
+    socket.on('close', () => this.teardown(undefined));
+    socket.on('end', () => this.teardown(undefined));
+    this.startKeepalive();
+  }
+
+  /** Feeds bytes read before the connection took the socket (the sniffed preface). */
+  feed(head: Buffer): void {
+    if (head.length > 0) this.onData(head);
+  }
+
+  /** Sends GOAWAY and closes the socket once it is written (server shutdown). */
+  close(code: ErrorCode = ErrorCode.NO_ERROR): void {
+    this.goaway(code, '');
+  }
+
+  get openStreams(): number {
+    return this.streams.size;
+  }
+
+  // ---- StreamOwner ----
+
+  sendHeaders(stream: H2Stream, headers: Readonly<Record<string, OutgoingValue>>, endStream: boolean): void {
+    if (this.closed) return;
+    const block = encodeHeaders(headers);
+    // Headers must not overtake DATA already queued for the stream (trailers come after it).
+    assert(!endStream || stream.outQueue.length === 0, `stream ${stream.id}: END_STREAM headers with DATA queued`);
+    let flags = endStream ? FLAG_END_STREAM : 0;
+    if (block.length <= DATA_FRAME_BYTES) {
+      this.queue(frameHeader(block.length, FrameType.HEADERS, flags | FLAG_END_HEADERS, stream.id), block);
+      return;
+    }
+    // Larger blocks (huge trailing metadata) go out as HEADERS + CONTINUATION frames.
+    for (let at = 0; at < block.length; at += DATA_FRAME_BYTES) {
+      const part = block.subarray(at, at + DATA_FRAME_BYTES);
+      const last = at + DATA_FRAME_BYTES >= block.length;
+      const type = at === 0 ? FrameType.HEADERS : FrameType.CONTINUATION;
+      this.queue(frameHeader(part.length, type, flags | (last ? FLAG_END_HEADERS : 0), stream.id), part);
+      flags = 0;
+    }
+  }
+
+  wakeSender(stream: H2Stream): void {
+    this.sending.add(stream);
+    this.scheduleFlush();
+  }
+
+  consumed(stream: H2Stream, bytes: number): void {
+    if (this.closed || bytes === 0) return;
+    this.creditConnection(bytes);
+    const r = this.streamRecv.get(stream.id);
+    if (r === undefined || stream.closed) return;
+    r.unacked += bytes;
+    if (r.unacked >= STREAM_WINDOW_BYTES / 2) {
+      this.queue(u32Frame(FrameType.WINDOW_UPDATE, stream.id, r.unacked));
+      r.window += r.unacked;
+      r.unacked = 0;
+      this.scheduleFlush();
+    }
+  }
+
+  resetStream(stream: H2Stream, code: number): void {
+    if (this.closed) return;
+    this.queue(u32Frame(FrameType.RST_STREAM, stream.id, code));
+    this.scheduleFlush();
+  }
+
+  released(stream: H2Stream): void {
+    this.streams.delete(stream.id);
+    this.streamRecv.delete(stream.id);
+    this.sending.delete(stream);
+  }
+
+  // ---- Receiving ----
+
+  private onData(chunk: Buffer): void {
+    if (this.closed) return;
+    let buf = chunk;
+    if (this.pending !== undefined) {
+      buf = Buffer.concat([this.pending, chunk]);
+      this.pending = undefined;
+    }
+    let pos = 0;
+    try {
+      if (!this.prefaceSeen) {
+        if (buf.length < PREFACE.length) {
+          if (!PREFACE.subarray(0, buf.length).equals(buf)) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad connection preface');
+          this.pending = buf;
+          return;
+        }
+        if (!PREFACE.equals(buf.subarray(0, PREFACE.length))) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad connection preface');
+        this.prefaceSeen = true;
+        pos = PREFACE.length;
+      }
+      while (buf.length - pos >= FRAME_HEADER_BYTES && !this.closed) {
+        const length = (buf[pos]! << 16) | (buf[pos + 1]! << 8) | buf[pos + 2]!;
+        if (length > DEFAULT_MAX_FRAME_BYTES) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, `frame of ${length} bytes`);
+        if (buf.length - pos < FRAME_HEADER_BYTES + length) break;
+        const type = buf[pos + 3]!;
+        const flags = buf[pos + 4]!;
+        const streamId = buf.readUInt32BE(pos + 5) & 0x7fffffff;
+        const payload = buf.subarray(pos + FRAME_HEADER_BYTES, pos + FRAME_HEADER_BYTES + length);
+        pos += FRAME_HEADER_BYTES + length;
+        this.onFrame(type, flags, streamId, payload);
+      }
+    } catch (e) {
+      if (e instanceof ConnectionError) return this.goaway(e.code, e.message);
+      if (e instanceof HpackError) return this.goaway(ErrorCode.COMPRESSION_ERROR, e.message);
+      throw e;
+    }
+    if (pos < buf.length && !this.closed) {
+      assert(buf.length - pos <= MAX_PARTIAL_FRAME_BYTES, 'partial frame over its bound');
+      // Copy: the rest may be a small tail of a large read.
+      this.pending = Buffer.from(buf.subarray(pos));
+    }
+  }
+
+  private onFrame(type: number, flags: number, streamId: number, payload: Buffer): void {
+    if (this.headerBlock !== undefined && type !== FrameType.CONTINUATION) {
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'expected CONTINUATION');
+    }
+    switch (type) {
+      case FrameType.DATA:
+        return this.onDataFrame(flags, streamId, payload);
+      case FrameType.HEADERS:
+        return this.onHeaders(flags, streamId, payload);
+      case FrameType.CONTINUATION:
+        return this.onContinuation(flags, streamId, payload);
+      case FrameType.PRIORITY:
+        if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
+        return;
+      case FrameType.RST_STREAM: {
+        if (streamId === 0 || payload.length !== 4) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad RST_STREAM');
+        if (streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
+        this.streams.get(streamId)?.aborted(payload.readUInt32BE(0));
+        return;
+      }
+      case FrameType.SETTINGS:
+        return this.onSettings(flags, streamId, payload);
+      case FrameType.PUSH_PROMISE:
+        throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE from a client');
+      case FrameType.PING:
+        if (streamId !== 0 || payload.length !== 8) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad PING');
+        if (flags & FLAG_ACK) {
+          this.onPingAck();
+        } else {
+          this.queue(frame(FrameType.PING, FLAG_ACK, 0, payload));
+          this.scheduleFlush();
+        }
+        return;
+      case FrameType.GOAWAY:
+        // The client is leaving; its open streams finish, and it closes the socket.
+        if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
+        return;
+      case FrameType.WINDOW_UPDATE:
+        return this.onWindowUpdate(streamId, payload);
+      default:
+        // Unknown frame types are ignored (section 4.1).
+        return;
+    }
+  }
+
+  /** The payload without its padding (PADDED flag); `extra` bytes of fields precede the content. */
+  private unpad(flags: number, payload: Buffer, extra: number): Buffer {
+    if ((flags & FLAG_PADDED) === 0) return extra === 0 ? payload : payload.subarray(extra);
+    if (payload.length < 1) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'padded frame without pad length');
+    const pad = payload[0]!;
+    if (1 + extra + pad > payload.length) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'padding beyond the frame');
+    return payload.subarray(1 + extra, payload.length - pad);
+  }
+
+  private onDataFrame(flags: number, streamId: number, payload: Buffer): void {
+    if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
+    if (streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
+    // Flow control counts the whole payload, padding included.
+    if (payload.length > this.recvWindow) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window exceeded');
+    this.recvWindow -= payload.length;
+    const stream = this.streams.get(streamId);
+    const recv = this.streamRecv.get(streamId);
+    if (stream === undefined || recv === undefined) {
+      // A stream we already closed or reset: frames in flight still count, then are dropped.
+      this.creditConnection(payload.length);
+      return;
+    }
+    if (payload.length > recv.window) {
+      this.queue(u32Frame(FrameType.RST_STREAM, streamId, ErrorCode.FLOW_CONTROL_ERROR));
+      this.scheduleFlush();
+      stream.aborted(ErrorCode.FLOW_CONTROL_ERROR);
+      this.creditConnection(payload.length);
+      return;
+    }
+    recv.window -= payload.length;
+    const data = this.unpad(flags, payload, 0);
+    const padding = payload.length - data.length;
+    if (padding > 0) {
+      this.creditConnection(padding);
+      recv.window += padding;
+    }
+    stream.receive(data);
+    if (flags & FLAG_END_STREAM) stream.receiveEnd();
+  }
+
+  private creditConnection(bytes: number): void {
+    this.recvUnacked += bytes;
+    if (this.recvUnacked >= CONNECTION_WINDOW_BYTES / 2) {
+      this.queue(u32Frame(FrameType.WINDOW_UPDATE, 0, this.recvUnacked));
+      this.recvWindow += this.recvUnacked;
+      this.recvUnacked = 0;
+    }
+  }
+
+  private onHeaders(flags: number, streamId: number, payload: Buffer): void {
+    if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS on stream 0');
+    const fragment = this.unpad(flags, payload, flags & FLAG_PRIORITY ? 5 : 0);
+    this.headerBlock = { streamId, flags, parts: [fragment], bytes: fragment.length };
+    if (flags & FLAG_END_HEADERS) this.endHeaderBlock();
+  }
+
+  private onContinuation(flags: number, streamId: number, payload: Buffer): void {
+    const hb = this.headerBlock;
+    if (hb === undefined || hb.streamId !== streamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'unexpected CONTINUATION');
+    hb.parts.push(payload);
+    hb.bytes += payload.length;
+    if (hb.bytes > MAX_HEADER_BLOCK_BYTES) throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header block too large');
+    if (flags & FLAG_END_HEADERS) this.endHeaderBlock();
+  }
+
+  private endHeaderBlock(): void {
+    const hb = this.headerBlock!;
+    this.headerBlock = undefined;
+    const block = hb.parts.length === 1 ? hb.parts[0]! : Buffer.concat(hb.parts, hb.bytes);
+    const headers: IncomingHeaders = Object.create(null) as IncomingHeaders;
+    let listBytes = 0;
+    // Decoded even for a stream we refuse: the HPACK table must see every block.
+    this.decoder.decode(block, (name, value) => {
+      listBytes += name.length + value.length + 32;
+      const prev = headers[name];
+      if (prev === undefined) headers[name] = value;
+      else if (Array.isArray(prev)) prev.push(value);
+      else headers[name] = [prev, value];
+    });
+    if (listBytes > MAX_HEADER_LIST_BYTES) throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header list too large');
+    const id = hb.streamId;
+    const existing = this.streams.get(id);
+    if (existing !== undefined) {
+      // Trailers from the client: gRPC has none to read, but they may end the stream.
+      if ((hb.flags & FLAG_END_STREAM) === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'second HEADERS without END_STREAM');
+      existing.receiveEnd();
+      return;
+    }
+    if (id % 2 === 0 || id <= this.lastStreamId) {
+      // Closed streams (ours already reset them) may still see the client's trailers.
+      if (id <= this.lastStreamId && id % 2 === 1) return;
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `bad stream id ${id}`);
+    }
+    this.lastStreamId = id;
+    if (this.goawaySent) return;
+    if (this.streams.size >= this.maxConcurrentStreams) {
+      this.queue(u32Frame(FrameType.RST_STREAM, id, ErrorCode.REFUSED_STREAM));
+      this.scheduleFlush();
+      return;
+    }
+    // Go clients dialled with a URL send the scheme in :authority; it is not part of one.
+    const authority = headers[':authority'];
+    if (typeof authority === 'string' && authority.includes('://')) headers[':authority'] = authority.slice(authority.indexOf('://') + 3).replace(/\/.*$/, '');
+    const stream = new H2Stream(id, this, this.peerInitialWindow);
+    this.streams.set(id, stream);
+    this.streamRecv.set(id, { window: STREAM_WINDOW_BYTES, unacked: 0 });
+    this.opts.onStream(stream, headers);
+    if (hb.flags & FLAG_END_STREAM) stream.receiveEnd();
+  }
+
+  private onSettings(flags: number, streamId: number, payload: Buffer): void {
+    if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
+    if (flags & FLAG_ACK) {
+      if (payload.length !== 0) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ack with a payload');
+      return;
+    }
+    if (payload.length % 6 !== 0) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS payload not a multiple of 6');
+    for (let at = 0; at < payload.length; at += 6) {
+      const id = payload.readUInt16BE(at);
+      const value = payload.readUInt32BE(at + 2);
+      if (id === Setting.INITIAL_WINDOW_SIZE) {
+        if (value > MAX_WINDOW_BYTES) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'initial window too large');
+        const delta = value - this.peerInitialWindow;
+        this.peerInitialWindow = value;
+        for (const s of this.streams.values()) {
+          s.sendWindow += delta;
+          if (s.sendWindow > MAX_WINDOW_BYTES) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'stream window overflow');
+          if (delta > 0 && s.outQueue.length > 0) this.sending.add(s);
+        }
+      } else if (id === Setting.MAX_FRAME_SIZE) {
+        if (value < DEFAULT_MAX_FRAME_BYTES || value > MAX_FRAME_BYTES_CEILING) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad max frame size');
+      } else if (id === Setting.ENABLE_PUSH) {
+        if (value > 1) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad enable push');
+      }
+      // HEADER_TABLE_SIZE: our encoder keeps no table. The rest do not bind a server.
+    }
+    this.queue(frame(FrameType.SETTINGS, FLAG_ACK, 0, Buffer.alloc(0)));
+    this.scheduleFlush();
+  }
+
+  private onWindowUpdate(streamId: number, payload: Buffer): void {
+    if (payload.length !== 4) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'bad WINDOW_UPDATE');
+    const increment = payload.readUInt32BE(0) & 0x7fffffff;
+    if (streamId === 0) {
+      if (increment === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'zero window increment');
+      this.sendWindow += increment;
+      if (this.sendWindow > MAX_WINDOW_BYTES) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window overflow');
+      if (this.sending.size > 0) this.scheduleFlush();
+      return;
+    }
+    const s = this.streams.get(streamId);
+    if (s === undefined) return;
+    if (increment === 0) {
+      this.queue(u32Frame(FrameType.RST_STREAM, streamId, ErrorCode.PROTOCOL_ERROR));
+      s.aborted(ErrorCode.PROTOCOL_ERROR);
+      this.scheduleFlush();
+      return;
+    }
+    s.sendWindow += increment;
+    if (s.sendWindow > MAX_WINDOW_BYTES) {
+      this.queue(u32Frame(FrameType.RST_STREAM, streamId, ErrorCode.FLOW_CONTROL_ERROR));
+      s.aborted(ErrorCode.FLOW_CONTROL_ERROR);
+      this.scheduleFlush();
+      return;
+    }
+    if (s.outQueue.length > 0 || s.localEnding) this.wakeSender(s);
+  }
+
+  // ---- Sending ----
+
+  private queue(a: Buffer, b?: Buffer): void {
+    this.out.push(a);
+    this.outBytes += a.length;
+    if (b !== undefined && b.length > 0) {
+      this.out.push(b);
+      this.outBytes += b.length;
+    }
+    this.scheduleFlush();
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled || this.closed) return;
+    this.flushScheduled = true;
+    // After the turn's other work, so that every response of one turn leaves in one write.
+    setImmediate(() => this.flush());
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    if (this.closed) return;
+    const callbacks: (() => void)[] = [];
+    if (this.socket.writableLength < SOCKET_HIGH_WATER_BYTES) this.pumpData(callbacks);
+    if (this.outBytes > 0) {
+      const out = this.out;
+      const bytes = this.outBytes;
+      this.out = [];
+      this.outBytes = 0;
+      if (out.length === 1) {
+        this.socket.write(out[0]);
+      } else if (bytes <= COALESCE_BYTES) {
+        this.socket.write(Buffer.concat(out, bytes));
+      } else {
+        this.socket.cork();
+        for (const b of out) this.socket.write(b);
+        this.socket.uncork();
+      }
+      if (this.socket.writableLength > MAX_UNREAD_OUTPUT_BYTES) {
+        this.teardown(new Error('peer does not read its frames'));
+        return;
+      }
+    }
+    for (const cb of callbacks) cb();
+    for (const s of this.drainCheck.splice(0)) s.afterSend();
+  }
+
+  private readonly drainCheck: H2Stream[] = [];
+
+  /** Moves queued DATA into frames while windows allow, stream by stream. */
+  private pumpData(callbacks: (() => void)[]): void {
+    for (const s of this.sending) {
+      if (s.closed) {
+        this.sending.delete(s);
+        continue;
+      }
+      let wrote = false;
+      while (s.outQueue.length > 0) {
+        const head = s.outQueue[0]!;
+        const room = Math.min(this.sendWindow, s.sendWindow, DATA_FRAME_BYTES);
+        if (head.data.length > 0 && room <= 0) break;
+        const n = Math.min(head.data.length, room);
+        const chunk = head.data.subarray(0, n);
+        const rest = head.data.subarray(n);
+        const lastOfAll = rest.length === 0 && s.outQueue.length === 1 && s.localEnding && !s.waitForTrailers;
+        if (n > 0 || lastOfAll) {
+          this.out.push(frameHeader(n, FrameType.DATA, lastOfAll ? FLAG_END_STREAM : 0, s.id));
+          this.outBytes += FRAME_HEADER_BYTES;
+          if (n > 0) {
+            this.out.push(chunk);
+            this.outBytes += n;
+          }
+        }
+        this.sendWindow -= n;
+        s.sendWindow -= n;
+        s.outBytes -= n;
+        wrote = true;
+        if (rest.length > 0) {
+          head.data = rest;
+          continue;
+        }
+        s.outQueue.shift();
+        if (head.cb) {
+          const cb = head.cb;
+          callbacks.push(() => cb(null));
+        }
+        if (lastOfAll) {
+          s.sentEnd();
+          break;
+        }
+      }
+      if (wrote) this.drainCheck.push(s);
+      if (s.outQueue.length > 0) {
+        if (this.sendWindow <= 0) return;
+        continue;
+      }
+      this.sending.delete(s);
+      if (s.localEnding && !s.localClosed && !s.closed) {
+        if (s.waitForTrailers) {
+          s.readyToEnd();
+        } else {
+          // end() with nothing left to send: an empty END_STREAM DATA frame.
+          this.out.push(frameHeader(0, FrameType.DATA, FLAG_END_STREAM, s.id));
+          this.outBytes += FRAME_HEADER_BYTES;
+          s.sentEnd();
+        }
+      }
+      if (this.socket.writableLength + this.outBytes >= SOCKET_HIGH_WATER_BYTES) return;
+    }
+  }
+
+  // ---- Keepalive, errors, teardown ----
+
+  private startKeepalive(): void {
+    const interval = this.opts.keepaliveIntervalMs ?? 0;
+    if (interval <= 0) return;
+    this.keepaliveTimer = setInterval(() => {
+      if (this.closed || this.keepaliveDeadline !== undefined) return;
+      this.queue(frame(FrameType.PING, 0, 0, Buffer.alloc(8)));
+      this.keepaliveDeadline = setTimeout(() => this.teardown(new Error('keepalive ping not answered')), this.opts.keepaliveTimeoutMs ?? 20_000);
+      this.keepaliveDeadline.unref();
+    }, interval);
+    this.keepaliveTimer.unref();
+  }
+
+  private onPingAck(): void {
+    if (this.keepaliveDeadline !== undefined) {
+      clearTimeout(this.keepaliveDeadline);
+      this.keepaliveDeadline = undefined;
+    }
+  }
+
+  /** A connection error: GOAWAY with `code`, then the socket ends once written. */
+  private goaway(code: ErrorCode, message: string): void {
+    if (this.closed || this.goawaySent) return;
+    this.goawaySent = true;
+    if (code !== ErrorCode.NO_ERROR) this.opts.onProtocolError?.(message);
+    const debug = Buffer.from(message, 'utf8').subarray(0, 256);
+    const payload = Buffer.allocUnsafe(8 + debug.length);
+    payload.writeUInt32BE(this.lastStreamId, 0);
+    payload.writeUInt32BE(code, 4);
+    debug.copy(payload, 8);
+    const bytes = Buffer.concat([...this.out, frame(FrameType.GOAWAY, 0, 0, payload)]);
+    this.out = [];
+    this.outBytes = 0;
+    this.socket.end(bytes);
+    this.teardown(undefined);
+  }
+
+  private teardown(err: Error | undefined): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.keepaliveTimer !== undefined) clearInterval(this.keepaliveTimer);
+    if (this.keepaliveDeadline !== undefined) clearTimeout(this.keepaliveDeadline);
+    for (const s of [...this.streams.values()]) s.aborted(ErrorCode.CANCEL);
+    this.streams.clear();
+    this.streamRecv.clear();
+    this.sending.clear();
+    this.out = [];
+    this.outBytes = 0;
+    if (err !== undefined || !this.goawaySent) this.socket.destroy();
+    this.opts.onClose?.(err);
+  }
+}

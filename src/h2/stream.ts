@@ -1,0 +1,260 @@
+// One server-side HTTP/2 stream with the surface of Node's ServerHttp2Stream that gRPC servers use
+// (grpc-js's server call and our direct paths in src/api): respond, write, end, sendTrailers with
+// 'wantTrailers', close, pause/resume, and the 'data', 'end', 'drain', 'close' events, with the
+// same meaning as in Node. The connection (connection.ts) does the framing and flow control.
+import assert from 'node:assert';
+import { EventEmitter } from 'node:events';
+import type { Duplex } from 'node:stream';
+import { ErrorCode } from './frames';
+import type { OutgoingValue } from './hpack';
+
+/** What a stream needs from its connection. */
+export interface StreamOwner {
+  /** The connection's transport; handlers read addresses and TLS state from it. */
+  readonly socket: Duplex;
+  sendHeaders(stream: H2Stream, headers: Readonly<Record<string, OutgoingValue>>, endStream: boolean): void;
+  /** The stream has DATA (or its end) to send. */
+  wakeSender(stream: H2Stream): void;
+  /** `bytes` of received DATA were handed to the stream's reader: credit them back to the peer. */
+  consumed(stream: H2Stream, bytes: number): void;
+  resetStream(stream: H2Stream, code: number): void;
+  /** The stream is closed on both sides: forget it. */
+  released(stream: H2Stream): void;
+}
+
+/** Node's default writableHighWaterMark for an HTTP/2 stream. */
+export const STREAM_HIGH_WATER_BYTES = 16 * 1024;
+
+export interface RespondOptions {
+  endStream?: boolean;
+  waitForTrailers?: boolean;
+}
+
+type WriteCallback = (err?: Error | null) => void;
+
+export class H2Stream extends EventEmitter {
+  /** Node's: the session, whose `socket` grpc-js reads the peer address and TLS state from. */
+  readonly session: { readonly socket: Duplex };
+  headersSent = false;
+  /** Closed on both sides or reset; no more events but 'close'. */
+  closed = false;
+  destroyed = false;
+  /** The RST_STREAM code the stream ended with (NO_ERROR when it ended normally); undefined while open. */
+  rstCode: number | undefined = undefined;
+
+  // Receiving side.
+  private paused = false;
+  private inbox: Buffer[] = [];
+  private inboxBytes = 0;
+  /** The peer sent END_STREAM. */
+  private remoteEnded = false;
+  private endEmitted = false;
+  private deliveryScheduled = false;
+
+  // Sending side (the connection pumps `outQueue` into DATA frames).
+  /** Bytes the peer lets us send on this stream. */
+  sendWindow: number;
+  readonly outQueue: { data: Buffer; cb: WriteCallback | undefined }[] = [];
+  outBytes = 0;
+  /** end() was called: once outQueue is empty, trailers or an empty END_STREAM DATA frame follow. */
+  localEnding = false;
+  /** END_STREAM went out (in HEADERS or DATA). */
+  localClosed = false;
+  waitForTrailers = false;
+  wantTrailersEmitted = false;
+  private needDrain = false;
+
+  constructor(
+    readonly id: number,
+    private readonly owner: StreamOwner,
+    initialSendWindow: number,
+  ) {
+    super();
+    this.session = { socket: owner.socket };
+    this.sendWindow = initialSendWindow;
+  }
+
+  get writableLength(): number {
+    return this.outBytes;
+  }
+
+  respond(headers: Readonly<Record<string, OutgoingValue>>, options: RespondOptions = {}): void {
+    if (this.closed) return;
+    assert(!this.headersSent, `stream ${this.id}: headers sent twice`);
+    this.headersSent = true;
+    const endStream = options.endStream === true;
+    this.waitForTrailers = options.waitForTrailers === true;
+    this.owner.sendHeaders(this, headers, endStream);
+    if (endStream) this.sentEnd();
+  }
+
+  write(data: Buffer | Uint8Array, cb?: WriteCallback): boolean {
+    if (this.closed || this.localEnding) {
+      if (cb) process.nextTick(cb, new Error('write after end'));
+      return false;
+    }
+    if (!this.headersSent) this.respond({ ':status': 200 });
+    const buf = Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    this.outQueue.push({ data: buf, cb });
+    this.outBytes += buf.length;
+    this.owner.wakeSender(this);
+    if (this.outBytes >= STREAM_HIGH_WATER_BYTES) {
+      this.needDrain = true;
+      return false;
+    }
+    return true;
+  }
+
+  /** end(), end(cb), end(data), end(data, cb), as Node's Writable. */
+  end(dataOrCb?: Buffer | Uint8Array | WriteCallback, cb?: WriteCallback): this {
+    if (typeof dataOrCb === 'function') {
+      cb = dataOrCb;
+      dataOrCb = undefined;
+    }
+    if (this.closed || this.localEnding || this.localClosed) return this;
+    if (dataOrCb !== undefined) this.write(dataOrCb);
+    if (!this.headersSent) this.respond({ ':status': 200 });
+    if (this.localClosed) return this;
+    this.localEnding = true;
+    if (cb) this.outQueue.push({ data: Buffer.alloc(0), cb });
+    this.owner.wakeSender(this);
+    return this;
+  }
+
+  sendTrailers(headers: Readonly<Record<string, OutgoingValue>>): void {
+    if (this.closed) return;
+    assert(this.waitForTrailers && this.localEnding && !this.localClosed, `stream ${this.id}: trailers out of order`);
+    this.owner.sendHeaders(this, headers, true);
+    this.sentEnd();
+  }
+
+  /** Resets the stream with `code` (RST_STREAM), as Node's close(). */
+  close(code: number = ErrorCode.NO_ERROR, cb?: () => void): void {
+    if (cb) this.once('close', cb);
+    if (this.closed) return;
+    this.owner.resetStream(this, code);
+    this.finish(code);
+  }
+
+  destroy(err?: Error): this {
+    if (!this.closed) this.close(err ? ErrorCode.INTERNAL_ERROR : ErrorCode.CANCEL);
+    return this;
+  }
+
+  pause(): this {
+    this.paused = true;
+    return this;
+  }
+
+  resume(): this {
+    if (!this.paused) return this;
+    this.paused = false;
+    // As a Node stream: data flows again from the next tick, not inside resume().
+    if (!this.deliveryScheduled && (this.inbox.length > 0 || (this.remoteEnded && !this.endEmitted))) {
+      this.deliveryScheduled = true;
+      process.nextTick(() => {
+        this.deliveryScheduled = false;
+        this.deliver();
+      });
+    }
+    return this;
+  }
+
+  isPaused(): boolean {
+    return this.paused;
+  }
+
+  // ---- Called by the connection. ----
+
+  /** A DATA payload arrived (flow control already charged). */
+  receive(data: Buffer): void {
+    if (this.closed || this.remoteEnded) {
+      this.owner.consumed(this, data.length);
+      return;
+    }
+    if (data.length === 0) return;
+    this.inbox.push(data);
+    this.inboxBytes += data.length;
+    if (!this.paused) this.deliver();
+  }
+
+  /** The peer sent END_STREAM. */
+  receiveEnd(): void {
+    if (this.remoteEnded) return;
+    this.remoteEnded = true;
+    if (!this.paused) this.deliver();
+    this.maybeRelease();
+  }
+
+  /** The peer reset the stream, or the connection went away (code INTERNAL_ERROR/CANCEL). */
+  aborted(code: number): void {
+    if (this.closed) return;
+    this.finish(code);
+  }
+
+  /** DATA frames went out up to this point: callbacks of fully sent writes, 'drain'. */
+  afterSend(): void {
+    if (this.needDrain && this.outBytes < STREAM_HIGH_WATER_BYTES && !this.closed) {
+      this.needDrain = false;
+      this.emit('drain');
+    }
+  }
+
+  /** All queued DATA is out and end() was called. */
+  readyToEnd(): void {
+    if (this.waitForTrailers) {
+      if (this.wantTrailersEmitted) return;
+      this.wantTrailersEmitted = true;
+      this.emit('wantTrailers');
+    }
+  }
+
+  /** END_STREAM went out. */
+  sentEnd(): void {
+    this.localClosed = true;
+    this.localEnding = true;
+    if (!this.remoteEnded) {
+      // Done before the client: what Go's gRPC server does (RFC 9113 section 8.1), so the
+      // client stops sending and the stream does not linger half-open.
+      this.owner.resetStream(this, ErrorCode.NO_ERROR);
+      this.finish(ErrorCode.NO_ERROR);
+      return;
+    }
+    this.maybeRelease();
+  }
+
+  private deliver(): void {
+    while (!this.paused && this.inbox.length > 0 && !this.closed) {
+      const chunk = this.inbox.shift()!;
+      this.inboxBytes -= chunk.length;
+      this.owner.consumed(this, chunk.length);
+      this.emit('data', chunk);
+    }
+    if (!this.paused && this.inbox.length === 0 && this.remoteEnded && !this.endEmitted && !this.closed) {
+      this.endEmitted = true;
+      this.emit('end');
+      this.maybeRelease();
+    }
+  }
+
+  private maybeRelease(): void {
+    if (this.closed || !this.localClosed || !this.remoteEnded) return;
+    this.finish(ErrorCode.NO_ERROR);
+  }
+
+  private finish(code: number): void {
+    assert(!this.closed, `stream ${this.id} closed twice`);
+    this.closed = true;
+    this.destroyed = true;
+    this.rstCode = code;
+    this.inbox.length = 0;
+    this.inboxBytes = 0;
+    const pending = this.outQueue.splice(0);
+    this.outBytes = 0;
+    this.owner.released(this);
+    process.nextTick(() => {
+      for (const w of pending) w.cb?.(new Error('stream closed'));
+      this.emit('close');
+    });
+  }
+}

@@ -1,0 +1,262 @@
+// The lean HTTP/2 server connection against Node's own HTTP/2 client (nghttp2) and raw frames.
+import http2 from 'node:http2';
+import net from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { H2Connection, STREAM_WINDOW_BYTES, type H2ConnectionOptions, type IncomingHeaders } from '../../../src/h2/connection';
+import { ErrorCode, FrameType, PREFACE, frame } from '../../../src/h2/frames';
+import { encodeHeaders } from '../../../src/h2/hpack';
+import type { H2Stream } from '../../../src/h2/stream';
+
+const cleanups: (() => void)[] = [];
+afterEach(() => {
+  for (const c of cleanups.splice(0)) c();
+});
+
+async function serve(onStream: (s: H2Stream, h: IncomingHeaders) => void, opts: Partial<H2ConnectionOptions> = {}): Promise<number> {
+  const sockets = new Set<net.Socket>();
+  const srv = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => {});
+    new H2Connection(socket, { onStream, ...opts });
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  cleanups.push(() => {
+    for (const s of sockets) s.destroy();
+    srv.close();
+  });
+  return (srv.address() as net.AddressInfo).port;
+}
+
+function connect(port: number): http2.ClientHttp2Session {
+  const c = http2.connect(`http://127.0.0.1:${port}`);
+  c.on('error', () => {});
+  cleanups.push(() => c.destroy());
+  return c;
+}
+
+interface Reply {
+  headers: http2.IncomingHttpHeaders;
+  body: Buffer;
+  trailers: http2.IncomingHttpHeaders | undefined;
+}
+
+function request(c: http2.ClientHttp2Session, path: string, body: Buffer, extra: http2.OutgoingHttpHeaders = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = c.request({ ':method': 'POST', ':path': path, 'content-type': 'application/grpc', ...extra });
+    const chunks: Buffer[] = [];
+    let headers: http2.IncomingHttpHeaders = {};
+    let trailers: http2.IncomingHttpHeaders | undefined;
+    req.on('response', (h) => (headers = h));
+    req.on('trailers', (t) => (trailers = t));
+    req.on('data', (d: Buffer) => chunks.push(d));
+    req.on('end', () => resolve({ headers, body: Buffer.concat(chunks), trailers }));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** Echoes the request body back with gRPC-style headers and trailers. */
+function echo(s: H2Stream, h: IncomingHeaders): void {
+  const parts: Buffer[] = [];
+  s.on('data', (d: Buffer) => parts.push(d));
+  s.on('end', () => {
+    s.respond({ ':status': 200, 'content-type': 'application/grpc+proto', 'x-path': String(h[':path']) }, { waitForTrailers: true });
+    s.once('wantTrailers', () => s.sendTrailers({ 'grpc-status': '0', 'grpc-message': 'OK' }));
+    s.end(Buffer.concat(parts));
+  });
+}
+
+describe('H2Connection with Node http2 client', () => {
+  it('answers a request with headers, body and trailers', async () => {
+    const port = await serve(echo);
+    const c = connect(port);
+    const r = await request(c, '/svc/Method', Buffer.from('hello'), { 'x-meta': 'v1' });
+    expect(r.headers[':status']).toBe(200);
+    expect(r.headers['x-path']).toBe('/svc/Method');
+    expect(r.body.toString()).toBe('hello');
+    expect(r.trailers).toMatchObject({ 'grpc-status': '0', 'grpc-message': 'OK' });
+  });
+
+  it('passes request headers through, repeated ones as arrays, pseudo-headers included', async () => {
+    let seen: IncomingHeaders | undefined;
+    const port = await serve((s, h) => {
+      seen = h;
+      echo(s, h);
+    });
+    await request(connect(port), '/p', Buffer.alloc(0), { 'x-a': ['1', '2'], authorization: 'tok' });
+    expect(seen?.[':method']).toBe('POST');
+    expect(seen?.[':path']).toBe('/p');
+    expect(seen?.['x-a']).toEqual(['1', '2']);
+    expect(seen?.authorization).toBe('tok');
+  });
+
+  it('moves 6 MiB each way through 64 KiB client windows (flow control both ways)', async () => {
+    const port = await serve(echo);
+    const body = Buffer.alloc(6 * 1024 * 1024);
+    for (let i = 0; i < body.length; i += 4096) body.writeUInt32BE(i, i);
+    const r = await request(connect(port), '/big', body);
+    expect(r.body.length).toBe(body.length);
+    expect(r.body.equals(body)).toBe(true);
+    expect(r.trailers?.['grpc-status']).toBe('0');
+  });
+
+  it('serves 300 concurrent streams on one connection', async () => {
+    const port = await serve(echo);
+    const c = connect(port);
+    const replies = await Promise.all(Array.from({ length: 300 }, (_, i) => request(c, `/s/${i}`, Buffer.from(String(i)))));
+    replies.forEach((r, i) => expect(r.body.toString()).toBe(String(i)));
+  });
+
+  it('holds data for a paused stream within its window and delivers it all on resume', async () => {
+    let server: H2Stream | undefined;
+    const got: Buffer[] = [];
+    const ended = new Promise<void>((resolve) => {
+      void serve((s) => {
+        server = s;
+        s.pause();
+        s.on('data', (d: Buffer) => got.push(d));
+        s.on('end', () => resolve());
+      }).then((port) => {
+        const req = connect(port).request({ ':method': 'POST', ':path': '/paused' });
+        req.on('error', () => {});
+        req.end(Buffer.alloc(STREAM_WINDOW_BYTES + 1024 * 1024, 7));
+      });
+    });
+    await waitFor(() => server !== undefined);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(got.length).toBe(0);
+    server!.resume();
+    await ended;
+    expect(Buffer.concat(got).length).toBe(STREAM_WINDOW_BYTES + 1024 * 1024);
+  });
+
+  it('reports a client reset to the stream as close with its code', async () => {
+    let closedWith: number | undefined;
+    let opened = false;
+    const port = await serve((s) => {
+      opened = true;
+      s.on('close', () => (closedWith = s.rstCode));
+    });
+    const req = connect(port).request({ ':method': 'POST', ':path': '/x' });
+    req.on('error', () => {});
+    await waitFor(() => opened);
+    req.close(http2.constants.NGHTTP2_CANCEL);
+    await waitFor(() => closedWith !== undefined);
+    expect(closedWith).toBe(ErrorCode.CANCEL);
+  });
+
+  it('closes every stream when the connection drops', async () => {
+    let closed = 0;
+    let opened = 0;
+    const port = await serve((s) => {
+      opened++;
+      s.on('close', () => closed++);
+    });
+    const c = connect(port);
+    for (let i = 0; i < 3; i++) c.request({ ':method': 'POST', ':path': '/x' }).on('error', () => {});
+    await waitFor(() => opened === 3);
+    c.destroy();
+    await waitFor(() => closed === 3);
+  });
+
+  it('answers the client PING', async () => {
+    const port = await serve(echo);
+    const c = connect(port);
+    await new Promise<void>((r) => c.once('connect', () => r()));
+    await new Promise<void>((resolve, reject) => c.ping((err) => (err ? reject(err) : resolve())));
+  });
+});
+
+/** A raw client: sends bytes, collects the frames the server sends. */
+async function rawClient(port: number): Promise<{ socket: net.Socket; frames: { type: number; flags: number; id: number; payload: Buffer }[]; closed: () => boolean }> {
+  const socket = net.connect(port, '127.0.0.1');
+  socket.on('error', () => {});
+  cleanups.push(() => socket.destroy());
+  await new Promise<void>((r) => socket.once('connect', () => r()));
+  const frames: { type: number; flags: number; id: number; payload: Buffer }[] = [];
+  let buf = Buffer.alloc(0);
+  let isClosed = false;
+  socket.on('close', () => (isClosed = true));
+  socket.on('data', (d: Buffer) => {
+    buf = Buffer.concat([buf, d]);
+    while (buf.length >= 9) {
+      const len = buf.readUIntBE(0, 3);
+      if (buf.length < 9 + len) break;
+      frames.push({ type: buf[3]!, flags: buf[4]!, id: buf.readUInt32BE(5), payload: buf.subarray(9, 9 + len) });
+      buf = buf.subarray(9 + len);
+    }
+  });
+  return { socket, frames, closed: () => isClosed };
+}
+
+const headersFrame = (id: number, flags: number): Buffer =>
+  frame(FrameType.HEADERS, 0x4 | flags, id, encodeHeaders({ ':method': 'POST', ':scheme': 'http', ':path': '/x', ':authority': 'h' }));
+
+describe('H2Connection with raw frames', () => {
+  it('ends the connection with GOAWAY PROTOCOL_ERROR on a bad preface', async () => {
+    const port = await serve(echo);
+    const c = await rawClient(port);
+    c.socket.write(Buffer.from('PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n'));
+    await waitFor(() => c.closed());
+    const goaway = c.frames.find((f) => f.type === FrameType.GOAWAY);
+    expect(goaway?.payload.readUInt32BE(4)).toBe(ErrorCode.PROTOCOL_ERROR);
+  });
+
+  it('refuses streams beyond SETTINGS_MAX_CONCURRENT_STREAMS', async () => {
+    const port = await serve(() => {}, { maxConcurrentStreams: 2 });
+    const c = await rawClient(port);
+    c.socket.write(Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(0)), headersFrame(1, 0), headersFrame(3, 0), headersFrame(5, 0)]));
+    await waitFor(() => c.frames.some((f) => f.type === FrameType.RST_STREAM));
+    const rst = c.frames.filter((f) => f.type === FrameType.RST_STREAM);
+    expect(rst.map((f) => [f.id, f.payload.readUInt32BE(0)])).toEqual([[5, ErrorCode.REFUSED_STREAM]]);
+    const settings = c.frames.find((f) => f.type === FrameType.SETTINGS && f.flags === 0)!;
+    const values = new Map<number, number>();
+    for (let i = 0; i < settings.payload.length; i += 6) values.set(settings.payload.readUInt16BE(i), settings.payload.readUInt32BE(i + 2));
+    expect(values.get(3)).toBe(2);
+  });
+
+  it('drops a connection whose peer does not answer keepalive pings', async () => {
+    const port = await serve(echo, { keepaliveIntervalMs: 50, keepaliveTimeoutMs: 100 });
+    const c = await rawClient(port);
+    c.socket.write(Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(0))]));
+    await waitFor(() => c.closed(), 3000);
+    expect(c.frames.some((f) => f.type === FrameType.PING && f.flags === 0)).toBe(true);
+  });
+
+  it('keeps a connection whose peer answers keepalive pings', async () => {
+    const port = await serve(echo, { keepaliveIntervalMs: 50, keepaliveTimeoutMs: 100 });
+    const c = connect(port);
+    await new Promise((r) => setTimeout(r, 500));
+    const r = await request(c, '/alive', Buffer.from('x'));
+    expect(r.body.toString()).toBe('x');
+  });
+
+  it('ends the connection on a frame larger than the frame size it allows', async () => {
+    const port = await serve(echo);
+    const c = await rawClient(port);
+    c.socket.write(Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(0)), headersFrame(1, 0), frame(FrameType.DATA, 0, 1, Buffer.alloc(16385))]));
+    await waitFor(() => c.closed());
+    const goaway = c.frames.find((f) => f.type === FrameType.GOAWAY);
+    expect(goaway?.payload.readUInt32BE(4)).toBe(ErrorCode.FRAME_SIZE_ERROR);
+  });
+
+  it('resets with NO_ERROR a stream it finished before the client did', async () => {
+    const port = await serve((s) => {
+      s.respond({ ':status': 200 }, { endStream: true });
+    });
+    const c = await rawClient(port);
+    c.socket.write(Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(0)), headersFrame(1, 0)]));
+    await waitFor(() => c.frames.some((f) => f.type === FrameType.RST_STREAM));
+    const h = c.frames.find((f) => f.type === FrameType.HEADERS)!;
+    expect(h.flags & 0x1).toBe(1);
+    expect(c.frames.find((f) => f.type === FrameType.RST_STREAM)!.payload.readUInt32BE(0)).toBe(ErrorCode.NO_ERROR);
+  });
+});
+
+async function waitFor(cond: () => boolean, timeoutMs = 5000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > until) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
