@@ -33,7 +33,7 @@ export interface CallTracker {
 /** Starts metrics for a call and links them to its metadata (as the grpc-js interceptor does). */
 export type TrackCall = (path: string, md: grpc.Metadata) => CallTracker | undefined;
 
-export const OK_TRAILERS: http2.OutgoingHttpHeaders = { 'grpc-status': grpc.status.OK, 'grpc-message': 'OK' };
+export const OK_TRAILERS: http2.OutgoingHttpHeaders = Object.freeze({ 'grpc-status': grpc.status.OK, 'grpc-message': 'OK' });
 
 export interface GrpcStatus {
   code: number;

@@ -51,10 +51,10 @@ export interface ClientHttp2Options {
 
 /**
  * Which HTTP/2 implementation serves gRPC on client URLs: ours (src/h2, the default) or Node's
- * http2 module under grpc-js (ETCD_CLIENT_HTTP2=node), kept to compare and as a way back.
+ * http2 module under grpc-js (ETCDTS_CLIENT_HTTP2=node), kept to compare and as a way back.
  */
 export function clientHttp2Impl(env: NodeJS.ProcessEnv = process.env): 'lean' | 'node' {
-  return env.ETCD_CLIENT_HTTP2 === 'node' ? 'node' : 'lean';
+  return env.ETCDTS_CLIENT_HTTP2 === 'node' ? 'node' : 'lean';
 }
 
 /** Long enough for a loaded machine, short enough that silent connections do not pile up. */

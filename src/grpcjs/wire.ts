@@ -7,15 +7,16 @@ import type * as http2 from 'node:http2';
 export const FRAME_HEADER_BYTES = 5;
 
 /** grpc-js's response headers (defaultResponseHeaders + defaultCompressionHeaders). */
-export const RESPONSE_HEADERS: http2.OutgoingHttpHeaders = {
+// Frozen: src/h2 encodes a frozen header object once and reuses the block.
+export const RESPONSE_HEADERS: http2.OutgoingHttpHeaders = Object.freeze({
   ':status': 200,
   'content-type': 'application/grpc+proto',
   'grpc-accept-encoding': 'identity,deflate,gzip',
   'grpc-encoding': 'identity',
-};
+});
 
 /** A trailers-only (error) response carries these besides the status (grpc-js's defaultResponseHeaders). */
-export const ERROR_HEADERS: http2.OutgoingHttpHeaders = { ':status': 200, 'content-type': 'application/grpc+proto' };
+export const ERROR_HEADERS: http2.OutgoingHttpHeaders = Object.freeze({ ':status': 200, 'content-type': 'application/grpc+proto' });
 
 /** grpc-js's text for a compressed-flag message on a stream whose encoding is identity. */
 export const COMPRESSED_IDENTITY_TEXT = 'Received compressed message but "grpc-encoding" header was identity';

@@ -71,6 +71,22 @@ const MAX_PARTIAL_FRAME_BYTES = FRAME_HEADER_BYTES + DEFAULT_MAX_FRAME_BYTES;
 /** One write gathers frames up to this size into one buffer; beyond it, a vectored write. */
 const COALESCE_BYTES = 64 * 1024;
 
+/**
+ * Header blocks of frozen header objects (the constant response headers and OK trailers every
+ * call sends), encoded once: a frozen object cannot change under its cached block.
+ */
+const frozenBlocks = new WeakMap<object, Buffer>();
+
+function headerBlock(headers: Readonly<Record<string, OutgoingValue>>): Buffer {
+  if (!Object.isFrozen(headers)) return encodeHeaders(headers);
+  let block = frozenBlocks.get(headers);
+  if (block === undefined) {
+    block = encodeHeaders(headers);
+    frozenBlocks.set(headers, block);
+  }
+  return block;
+}
+
 class ConnectionError extends Error {
   constructor(
     readonly code: ErrorCode,
@@ -159,7 +175,7 @@ export class H2Connection implements StreamOwner {
 
   sendHeaders(stream: H2Stream, headers: Readonly<Record<string, OutgoingValue>>, endStream: boolean): void {
     if (this.closed) return;
-    const block = encodeHeaders(headers);
+    const block = headerBlock(headers);
     // Headers must not overtake DATA already queued for the stream (trailers come after it).
     assert(!endStream || stream.outQueue.length === 0, `stream ${stream.id}: END_STREAM headers with DATA queued`);
     let flags = endStream ? FLAG_END_STREAM : 0;

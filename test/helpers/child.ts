@@ -64,10 +64,11 @@ export async function stopGroup(p: ChildProcess, graceMs: number): Promise<void>
  * Starts `bin args` with at most `lifetimeSec` to live. The server does not see the test's ETCD_*
  * variables (etcd warns about unknown ones, and they would change its configuration).
  */
-export function spawnServer(bin: string, args: readonly string[], lifetimeSec: number): ChildProcess {
+export function spawnServer(bin: string, args: readonly string[], lifetimeSec: number, extraEnv: Readonly<Record<string, string>> = {}): ChildProcess {
   installExitHook();
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('ETCD')) env[k] = v;
+  Object.assign(env, extraEnv);
   const p = spawn('/usr/bin/timeout', ['-s', 'KILL', String(lifetimeSec), bin, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,

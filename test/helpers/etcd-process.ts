@@ -24,6 +24,8 @@ export interface StartOptions {
   dataDir?: string;
   name?: string;
   readyTimeoutMs?: number;
+  /** Environment variables for the server process, beyond the runner's own (minus ETCD*). */
+  env?: Readonly<Record<string, string>>;
 }
 
 export interface EtcdMember {
@@ -90,7 +92,7 @@ export async function startEtcd(opts: StartOptions = {}): Promise<EtcdMember> {
       ...(opts.args ?? []),
     ];
     appendLog(Buffer.from(`--- start ${bin} ${args.join(' ')}\n`));
-    const p = spawnServer(bin, args, MAX_LIFETIME_SEC);
+    const p = spawnServer(bin, args, MAX_LIFETIME_SEC, opts.env);
     p.stdout?.on('data', appendLog);
     p.stderr?.on('data', appendLog);
     p.on('exit', (code, sig) => {
