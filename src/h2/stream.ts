@@ -78,6 +78,11 @@ export class H2Stream extends EventEmitter {
     return this.outBytes;
   }
 
+  /** end() was called (or END_STREAM went out with the headers). */
+  get writableEnded(): boolean {
+    return this.localEnding || this.localClosed;
+  }
+
   respond(headers: Readonly<Record<string, OutgoingValue>>, options: RespondOptions = {}): void {
     if (this.closed) return;
     assert(!this.headersSent, `stream ${this.id}: headers sent twice`);

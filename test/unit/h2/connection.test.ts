@@ -1,6 +1,7 @@
 // The lean HTTP/2 server connection against Node's own HTTP/2 client (nghttp2) and raw frames.
 import http2 from 'node:http2';
 import net from 'node:net';
+import { Duplex } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { H2Connection, STREAM_WINDOW_BYTES, type H2ConnectionOptions, type IncomingHeaders } from '../../../src/h2/connection';
 import { ErrorCode, FrameType, PREFACE, frame } from '../../../src/h2/frames';
@@ -250,6 +251,53 @@ describe('H2Connection with raw frames', () => {
     const h = c.frames.find((f) => f.type === FrameType.HEADERS)!;
     expect(h.flags & 0x1).toBe(1);
     expect(c.frames.find((f) => f.type === FrameType.RST_STREAM)!.payload.readUInt32BE(0)).toBe(ErrorCode.NO_ERROR);
+  });
+});
+
+describe('H2Connection frame parsing', () => {
+  it('reads the same streams whatever the chunking of the bytes (1000 random splits)', async () => {
+    // Five requests, each HEADERS + two DATA frames (one padded), behind the preface and SETTINGS.
+    const parts: Buffer[] = [PREFACE, frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(0))];
+    const expected = new Map<number, string>();
+    for (let i = 0; i < 5; i++) {
+      const id = 2 * i + 1;
+      parts.push(headersFrame(id, 0));
+      const a = Buffer.from(`stream-${id}-first-`.repeat(i + 1));
+      const b = Buffer.from(`second-${id}`);
+      const padded = Buffer.concat([Buffer.from([3]), b, Buffer.alloc(3)]);
+      parts.push(frame(FrameType.DATA, 0, id, a), frame(FrameType.DATA, 0x1 | 0x8, id, padded));
+      expected.set(id, a.toString() + b.toString());
+    }
+    const bytes = Buffer.concat(parts);
+    let seed = 42;
+    const rand = (n: number): number => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    for (let round = 0; round < 1000; round++) {
+      const got = new Map<number, string>();
+      const ended = new Set<number>();
+      const socket = new Duplex({ read() {}, write(_c, _e, cb) { cb(); } });
+      new H2Connection(socket, {
+        onStream: (s) => {
+          let text = '';
+          s.on('data', (d: Buffer) => (text += d.toString()));
+          s.on('end', () => {
+            got.set(s.id, text);
+            ended.add(s.id);
+          });
+        },
+      });
+      let at = 0;
+      while (at < bytes.length) {
+        const n = 1 + rand(40);
+        socket.emit('data', bytes.subarray(at, at + n));
+        at += n;
+      }
+      expect(ended.size, `round ${round}`).toBe(5);
+      expect(got).toEqual(expected);
+      socket.destroy();
+    }
   });
 });
 
