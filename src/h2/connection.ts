@@ -162,15 +162,6 @@ export class H2Connection implements StreamOwner {
     if (head.length > 0) this.onData(head);
   }
 
-  /** Sends GOAWAY and closes the socket once it is written (server shutdown). */
-  close(code: ErrorCode = ErrorCode.NO_ERROR): void {
-    this.goaway(code, '');
-  }
-
-  get openStreams(): number {
-    return this.streams.size;
-  }
-
   // ---- StreamOwner ----
 
   sendHeaders(stream: H2Stream, headers: Readonly<Record<string, OutgoingValue>>, endStream: boolean): void {
@@ -208,14 +199,12 @@ export class H2Connection implements StreamOwner {
       this.queue(u32Frame(FrameType.WINDOW_UPDATE, stream.id, r.unacked));
       r.window += r.unacked;
       r.unacked = 0;
-      this.scheduleFlush();
     }
   }
 
   resetStream(stream: H2Stream, code: number): void {
     if (this.closed) return;
     this.queue(u32Frame(FrameType.RST_STREAM, stream.id, code));
-    this.scheduleFlush();
   }
 
   released(stream: H2Stream): void {
@@ -298,7 +287,6 @@ export class H2Connection implements StreamOwner {
           this.onPingAck();
         } else {
           this.queue(frame(FrameType.PING, FLAG_ACK, 0, payload));
-          this.scheduleFlush();
         }
         return;
       case FrameType.GOAWAY:
@@ -337,7 +325,6 @@ export class H2Connection implements StreamOwner {
     }
     if (payload.length > recv.window) {
       this.queue(u32Frame(FrameType.RST_STREAM, streamId, ErrorCode.FLOW_CONTROL_ERROR));
-      this.scheduleFlush();
       stream.aborted(ErrorCode.FLOW_CONTROL_ERROR);
       this.creditConnection(payload.length);
       return;
@@ -410,7 +397,6 @@ export class H2Connection implements StreamOwner {
     if (this.goawaySent) return;
     if (this.streams.size >= this.maxConcurrentStreams) {
       this.queue(u32Frame(FrameType.RST_STREAM, id, ErrorCode.REFUSED_STREAM));
-      this.scheduleFlush();
       return;
     }
     // Go clients dialled with a URL send the scheme in :authority; it is not part of one.
@@ -450,7 +436,6 @@ export class H2Connection implements StreamOwner {
       // HEADER_TABLE_SIZE: our encoder keeps no table. The rest do not bind a server.
     }
     this.queue(frame(FrameType.SETTINGS, FLAG_ACK, 0, Buffer.alloc(0)));
-    this.scheduleFlush();
   }
 
   private onWindowUpdate(streamId: number, payload: Buffer): void {
@@ -468,14 +453,12 @@ export class H2Connection implements StreamOwner {
     if (increment === 0) {
       this.queue(u32Frame(FrameType.RST_STREAM, streamId, ErrorCode.PROTOCOL_ERROR));
       s.aborted(ErrorCode.PROTOCOL_ERROR);
-      this.scheduleFlush();
       return;
     }
     s.sendWindow += increment;
     if (s.sendWindow > MAX_WINDOW_BYTES) {
       this.queue(u32Frame(FrameType.RST_STREAM, streamId, ErrorCode.FLOW_CONTROL_ERROR));
       s.aborted(ErrorCode.FLOW_CONTROL_ERROR);
-      this.scheduleFlush();
       return;
     }
     if (s.outQueue.length > 0 || s.localEnding) this.wakeSender(s);
