@@ -119,6 +119,8 @@ export class H2Connection implements StreamOwner {
   private out: Buffer[] = [];
   private outBytes = 0;
   private flushScheduled = false;
+  /** A WINDOW_UPDATE in the chunk being read let held DATA go: send it before returning. */
+  private windowOpened = false;
   private closed = false;
   private goawaySent = false;
 
@@ -254,6 +256,12 @@ export class H2Connection implements StreamOwner {
       assert(buf.length - pos <= MAX_PARTIAL_FRAME_BYTES, 'partial frame over its bound');
       // Copy: the rest may be a small tail of a large read.
       this.pending = Buffer.from(buf.subarray(pos));
+    }
+    if (this.windowOpened && !this.closed) {
+      // A large response waits a round trip per window; on a busy loop the next turn can be
+      // milliseconds away, so the held DATA goes now, as nghttp2 sends after each read.
+      this.windowOpened = false;
+      this.flush();
     }
   }
 
@@ -445,7 +453,7 @@ export class H2Connection implements StreamOwner {
       if (increment === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'zero window increment');
       this.sendWindow += increment;
       if (this.sendWindow > MAX_WINDOW_BYTES) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window overflow');
-      if (this.sending.size > 0) this.scheduleFlush();
+      if (this.sending.size > 0) this.windowOpened = true;
       return;
     }
     const s = this.streams.get(streamId);
@@ -461,7 +469,10 @@ export class H2Connection implements StreamOwner {
       s.aborted(ErrorCode.FLOW_CONTROL_ERROR);
       return;
     }
-    if (s.outQueue.length > 0 || s.localEnding) this.wakeSender(s);
+    if (s.outQueue.length > 0 || s.localEnding) {
+      this.sending.add(s);
+      this.windowOpened = true;
+    }
   }
 
   // ---- Sending ----
