@@ -8,14 +8,12 @@
 import assert from 'node:assert';
 import type net from 'node:net';
 import { Duplex } from 'node:stream';
+import { stripScheme } from '../h2/authority';
+import { FLAG_ACK, FLAG_END_HEADERS, FLAG_PADDED, FLAG_PRIORITY, FRAME_HEADER_BYTES, FrameType, PREFACE } from '../h2/frames';
+import { encodeInt } from '../h2/hpack';
 import { huffmanDecode } from '../h2/huffman';
 
-const PREFACE_BYTES = 24;
-const FRAME_HEADER_BYTES = 9;
-const FRAME_TYPE_HEADERS = 0x1;
-const FLAG_END_HEADERS = 0x4;
-const FLAG_PADDED = 0x8;
-const FLAG_PRIORITY = 0x20;
+export { stripScheme };
 /**
  * Bound on the first HEADERS frame held for rewriting (a larger one passes unchanged) and on the
  * bytes collected before the hand-over to grpc-js (beyond it the connection takes the slow path).
@@ -25,14 +23,6 @@ export const MAX_PENDING_BYTES = 64 * 1024;
 const MAX_HPACK_INT = 1 << 24;
 /** RFC 7541 Appendix A: static table index of `:authority`. */
 const STATIC_INDEX_AUTHORITY = 1;
-
-/** `http://h:p` -> `h:p` (any scheme); undefined when there is no scheme to strip. */
-export function stripScheme(authority: string): string | undefined {
-  const i = authority.indexOf('://');
-  if (i < 0) return undefined;
-  // A trailing path ("http://h:p/") is not part of an authority either.
-  return authority.slice(i + 3).replace(/\/.*$/, '');
-}
 
 interface Cursor {
   pos: number;
@@ -64,19 +54,6 @@ function readString(buf: Buffer, c: Cursor, end: number): Buffer | undefined {
   const raw = buf.subarray(c.pos, c.pos + len);
   c.pos += len;
   return huffman ? huffmanDecode(raw) : raw;
-}
-
-function encodeInt(value: number, prefixBits: number, firstByteHighBits: number): Buffer {
-  const max = (1 << prefixBits) - 1;
-  if (value < max) return Buffer.from([firstByteHighBits | value]);
-  const out = [firstByteHighBits | max];
-  let rest = value - max;
-  while (rest >= 128) {
-    out.push((rest % 128) | 0x80);
-    rest = Math.floor(rest / 128);
-  }
-  out.push(rest);
-  return Buffer.from(out);
 }
 
 /** A plain (non-Huffman) HPACK string literal. */
@@ -166,8 +143,6 @@ export function rewriteHeadersFrame(frame: Buffer): Buffer | undefined {
 
 /** An empty SETTINGS frame: the server's connection preface, sent before grpc-js takes over. */
 export const EMPTY_SETTINGS_FRAME = Buffer.from([0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
-const FRAME_TYPE_SETTINGS = 0x4;
-const FLAG_ACK = 0x1;
 
 export interface RewriterOptions {
   /**
@@ -184,7 +159,7 @@ export interface RewriterOptions {
  * requests. Once that frame (and the ACK to drop, if asked) has passed, chunks pass as they are.
  */
 export class AuthorityRewriter {
-  private prefaceLeft = PREFACE_BYTES;
+  private prefaceLeft = PREFACE.length;
   /** Payload bytes of the current frame still to forward unexamined. */
   private skipLeft = 0;
   /** A partial frame header, or the whole first HEADERS frame while it arrives. */
@@ -249,11 +224,11 @@ export class AuthorityRewriter {
     const payloadBytes = header.readUIntBE(0, 3);
     const type = header[3]!;
     const flags = header[4]!;
-    if (this.ackPending && type === FRAME_TYPE_SETTINGS && (flags & FLAG_ACK) !== 0 && payloadBytes === 0) {
+    if (this.ackPending && type === FrameType.SETTINGS && (flags & FLAG_ACK) !== 0 && payloadBytes === 0) {
       this.ackPending = false;
       return; // dropped
     }
-    if (type === FRAME_TYPE_HEADERS && !this.headersSeen) {
+    if (type === FrameType.HEADERS && !this.headersSeen) {
       this.headersSeen = true;
       if (FRAME_HEADER_BYTES + payloadBytes <= MAX_PENDING_BYTES) {
         this.held = [header];

@@ -11,14 +11,13 @@ import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { grpcStreamEntry } from '../grpcjs/stream_hook';
 import { H2Connection } from '../h2/connection';
+import { PREFACE } from '../h2/frames';
 import { checkAllowedPeer, logRejected, serverTlsOptions, type TlsMaterial } from '../tls';
 import { createGatewayDir, GATEWAY_SOCKET_NAME, sweepStaleGatewayDirs } from './gateway_dir';
 import { injectWithAuthorityFix } from './h2_authority';
 import { setLocalTarget } from './local_target';
 import type { ApiLogger } from './types';
 
-/** The HTTP/2 client connection preface (RFC 9113 section 3.4). */
-const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 
 export interface ListenedUrl {
   url: string;
@@ -138,10 +137,10 @@ export async function listenClientUrls(
     let head: Buffer = Buffer.alloc(0);
     const onData = (chunk: Buffer): void => {
       head = head.length === 0 ? chunk : Buffer.concat([head, chunk]);
-      const n = Math.min(head.length, H2_PREFACE.length);
-      const h2 = head.subarray(0, n).equals(H2_PREFACE.subarray(0, n));
+      const n = Math.min(head.length, PREFACE.length);
+      const h2 = head.subarray(0, n).equals(PREFACE.subarray(0, n));
       // Wait for the whole preface before committing to HTTP/2 (it is only 24 bytes).
-      if (h2 && head.length < H2_PREFACE.length) return;
+      if (h2 && head.length < PREFACE.length) return;
       socket.off('data', onData);
       socket.pause();
       if (closing) {

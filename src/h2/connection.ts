@@ -28,6 +28,7 @@ import {
   frameHeader,
   u32Frame,
 } from './frames';
+import { stripScheme } from './authority';
 import { HpackDecoder, HpackError, encodeHeaders, type OutgoingValue } from './hpack';
 import { H2Stream, type StreamOwner } from './stream';
 
@@ -115,6 +116,8 @@ export class H2Connection implements StreamOwner {
   private peerInitialWindow = DEFAULT_WINDOW_BYTES;
   /** Streams with DATA or an end queued, in the order they asked. */
   private readonly sending = new Set<H2Stream>();
+  /** Streams that sent DATA in this flush: their 'drain' is checked once it is written. */
+  private readonly drainCheck: H2Stream[] = [];
 
   private out: Buffer[] = [];
   private outBytes = 0;
@@ -409,7 +412,8 @@ export class H2Connection implements StreamOwner {
     }
     // Go clients dialled with a URL send the scheme in :authority; it is not part of one.
     const authority = headers[':authority'];
-    if (typeof authority === 'string' && authority.includes('://')) headers[':authority'] = authority.slice(authority.indexOf('://') + 3).replace(/\/.*$/, '');
+    const stripped = typeof authority === 'string' ? stripScheme(authority) : undefined;
+    if (stripped !== undefined) headers[':authority'] = stripped;
     const stream = new H2Stream(id, this, this.peerInitialWindow);
     this.streams.set(id, stream);
     this.streamRecv.set(id, { window: STREAM_WINDOW_BYTES, unacked: 0 });
@@ -521,8 +525,6 @@ export class H2Connection implements StreamOwner {
     for (const cb of callbacks) cb();
     for (const s of this.drainCheck.splice(0)) s.afterSend();
   }
-
-  private readonly drainCheck: H2Stream[] = [];
 
   /** Moves queued DATA into frames while windows allow, stream by stream. */
   private pumpData(callbacks: (() => void)[]): void {

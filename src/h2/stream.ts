@@ -45,7 +45,6 @@ export class H2Stream extends EventEmitter {
   // Receiving side.
   private paused = false;
   private inbox: Buffer[] = [];
-  private inboxBytes = 0;
   /** The peer sent END_STREAM. */
   private remoteEnded = false;
   private endEmitted = false;
@@ -165,10 +164,6 @@ export class H2Stream extends EventEmitter {
     return this;
   }
 
-  isPaused(): boolean {
-    return this.paused;
-  }
-
   // ---- Called by the connection. ----
 
   /** A DATA payload arrived (flow control already charged). */
@@ -179,7 +174,6 @@ export class H2Stream extends EventEmitter {
     }
     if (data.length === 0) return;
     this.inbox.push(data);
-    this.inboxBytes += data.length;
     if (!this.paused) this.deliver();
   }
 
@@ -231,7 +225,6 @@ export class H2Stream extends EventEmitter {
   private deliver(): void {
     while (!this.paused && this.inbox.length > 0 && !this.closed) {
       const chunk = this.inbox.shift()!;
-      this.inboxBytes -= chunk.length;
       this.owner.consumed(this, chunk.length);
       this.emit('data', chunk);
     }
@@ -253,7 +246,6 @@ export class H2Stream extends EventEmitter {
     this.destroyed = true;
     this.rstCode = code;
     this.inbox.length = 0;
-    this.inboxBytes = 0;
     const pending = this.outQueue.splice(0);
     this.outBytes = 0;
     this.owner.released(this);
