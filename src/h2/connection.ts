@@ -67,6 +67,8 @@ const DATA_FRAME_BYTES = DEFAULT_MAX_FRAME_BYTES;
  */
 const SOCKET_HIGH_WATER_BYTES = 256 * 1024;
 const MAX_UNREAD_OUTPUT_BYTES = 16 * 1024 * 1024;
+/** Longest a PING ACK waits for a response to travel with (queueAck). */
+export const PING_ACK_DELAY_MS = 5;
 /** Incoming bytes held for an incomplete frame: a frame header plus the largest frame we accept. */
 const MAX_PARTIAL_FRAME_BYTES = FRAME_HEADER_BYTES + DEFAULT_MAX_FRAME_BYTES;
 /** One write gathers frames up to this size into one buffer; beyond it, a vectored write. */
@@ -122,6 +124,8 @@ export class H2Connection implements StreamOwner {
   private out: Buffer[] = [];
   private outBytes = 0;
   private flushScheduled = false;
+  /** Sends a held PING ACK when no response has taken it along (queueAck). */
+  private ackTimer: NodeJS.Timeout | undefined;
   /** A WINDOW_UPDATE in the chunk being read let held DATA go: send it before returning. */
   private windowOpened = false;
   private closed = false;
@@ -297,7 +301,7 @@ export class H2Connection implements StreamOwner {
         if (flags & FLAG_ACK) {
           this.onPingAck();
         } else {
-          this.queue(frame(FrameType.PING, FLAG_ACK, 0, payload));
+          this.queueAck(frame(FrameType.PING, FLAG_ACK, 0, payload));
         }
         return;
       case FrameType.GOAWAY:
@@ -491,6 +495,26 @@ export class H2Connection implements StreamOwner {
     this.scheduleFlush();
   }
 
+  /**
+   * A PING ACK waits (at most PING_ACK_DELAY_MS) for the next flush instead of taking a socket
+   * write of its own. Go's gRPC client sends a PING (its bandwidth probe) each time a response
+   * reaches it with no probe outstanding: with one request or one watch event per round trip, that
+   * is a PING per response, and answering each on its own doubled the writes of those connections
+   * (a loopback write costs the loop 20-40 µs here). Riding on the next response, the ACK also
+   * slows the client's probing to that connection's own pace. Keepalive PINGs (seconds of timeout)
+   * do not notice the delay.
+   */
+  private queueAck(ack: Buffer): void {
+    this.out.push(ack);
+    this.outBytes += ack.length;
+    if (this.flushScheduled || this.ackTimer !== undefined || this.closed) return;
+    this.ackTimer = setTimeout(() => {
+      this.ackTimer = undefined;
+      if (this.outBytes > 0) this.scheduleFlush();
+    }, PING_ACK_DELAY_MS);
+    this.ackTimer.unref();
+  }
+
   private scheduleFlush(): void {
     if (this.flushScheduled || this.closed) return;
     this.flushScheduled = true;
@@ -500,6 +524,10 @@ export class H2Connection implements StreamOwner {
 
   private flush(): void {
     this.flushScheduled = false;
+    if (this.ackTimer !== undefined) {
+      clearTimeout(this.ackTimer);
+      this.ackTimer = undefined;
+    }
     if (this.closed) return;
     const callbacks: (() => void)[] = [];
     if (this.socket.writableLength < SOCKET_HIGH_WATER_BYTES) this.pumpData(callbacks);
@@ -631,6 +659,8 @@ export class H2Connection implements StreamOwner {
     this.closed = true;
     if (this.keepaliveTimer !== undefined) clearInterval(this.keepaliveTimer);
     if (this.keepaliveDeadline !== undefined) clearTimeout(this.keepaliveDeadline);
+    if (this.ackTimer !== undefined) clearTimeout(this.ackTimer);
+    this.ackTimer = undefined;
     for (const s of [...this.streams.values()]) s.aborted(ErrorCode.CANCEL);
     this.streams.clear();
     this.streamRecv.clear();

@@ -3,7 +3,7 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import { Duplex } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import { H2Connection, STREAM_WINDOW_BYTES, type H2ConnectionOptions, type IncomingHeaders } from '../../../src/h2/connection';
+import { H2Connection, PING_ACK_DELAY_MS, STREAM_WINDOW_BYTES, type H2ConnectionOptions, type IncomingHeaders } from '../../../src/h2/connection';
 import { ErrorCode, FrameType, PREFACE, frame } from '../../../src/h2/frames';
 import { encodeHeaders } from '../../../src/h2/hpack';
 import type { H2Stream } from '../../../src/h2/stream';
@@ -251,6 +251,57 @@ describe('H2Connection with raw frames', () => {
     const h = c.frames.find((f) => f.type === FrameType.HEADERS)!;
     expect(h.flags & 0x1).toBe(1);
     expect(c.frames.find((f) => f.type === FrameType.RST_STREAM)!.payload.readUInt32BE(0)).toBe(ErrorCode.NO_ERROR);
+  });
+});
+
+/** A connection over an in-memory socket that records what each socket write carried. */
+function recordedConnection(onStream: (s: H2Stream, h: IncomingHeaders) => void): { socket: Duplex; writes: { type: number; flags: number; id: number }[][] } {
+  const writes: { type: number; flags: number; id: number }[][] = [];
+  const socket = new Duplex({
+    read() {},
+    write(chunk: Buffer, _enc, cb) {
+      const frames: { type: number; flags: number; id: number }[] = [];
+      for (let at = 0; at + 9 <= chunk.length; at += 9 + chunk.readUIntBE(at, 3)) {
+        frames.push({ type: chunk[at + 3]!, flags: chunk[at + 4]!, id: chunk.readUInt32BE(at + 5) });
+      }
+      writes.push(frames);
+      cb();
+    },
+  });
+  cleanups.push(() => socket.destroy());
+  new H2Connection(socket, { onStream });
+  return { socket, writes };
+}
+
+const isPingAck = (f: { type: number; flags: number }): boolean => f.type === FrameType.PING && (f.flags & 0x1) === 1;
+
+describe('H2Connection PING answers', () => {
+  it('sends the PING ACK in the same write as a response queued on a later loop turn', async () => {
+    // Go's gRPC client sends a PING beside most requests; the response comes a turn or more later
+    // (after the Raft loop's run). The ACK must not cost a socket write of its own.
+    const { socket, writes } = recordedConnection((s) => {
+      setImmediate(() => s.respond({ ':status': 200 }, { endStream: true }));
+    });
+    socket.emit('data', Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(0))]));
+    await waitFor(() => writes.length > 0);
+    const before = writes.length;
+    socket.emit('data', Buffer.concat([frame(FrameType.PING, 0, 0, Buffer.from('12345678')), headersFrame(1, 0x1)]));
+    await waitFor(() => writes.slice(before).some((w) => w.some((f) => f.type === FrameType.HEADERS)));
+    const after = writes.slice(before);
+    const withResponse = after.find((w) => w.some((f) => f.type === FrameType.HEADERS))!;
+    expect(withResponse.some(isPingAck)).toBe(true);
+    expect(after.flat().filter(isPingAck)).toHaveLength(1);
+  });
+
+  it('answers a PING on its own within PING_ACK_DELAY_MS when nothing else is sent', async () => {
+    const { socket, writes } = recordedConnection(() => {});
+    socket.emit('data', Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(0))]));
+    await waitFor(() => writes.length > 0);
+    const sentAt = performance.now();
+    socket.emit('data', frame(FrameType.PING, 0, 0, Buffer.from('abcdefgh')));
+    await waitFor(() => writes.flat().some(isPingAck), 1000);
+    // Timers on a loaded machine fire late; the bound says "a few ms", not "eventually".
+    expect(performance.now() - sentAt).toBeLessThan(PING_ACK_DELAY_MS + 200);
   });
 });
 
