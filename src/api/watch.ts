@@ -69,6 +69,20 @@ function toPbEvent(ev: MvccEvent): pb.Event {
   return out;
 }
 
+/**
+ * The header of live responses: every watcher of one revision gets the same frozen object, which
+ * the encoder (src/pb/kv_wire.ts) encodes once. Compared field by field, so a new term, revision
+ * or server gets a header of its own.
+ */
+let sharedHeader: pb.ResponseHeader | undefined;
+
+function shareHeader(h: pb.ResponseHeader): pb.ResponseHeader {
+  const s = sharedHeader;
+  if (s !== undefined && s.revision === h.revision && s.raftTerm === h.raftTerm && s.memberId === h.memberId && s.clusterId === h.clusterId) return s;
+  sharedHeader = Object.freeze(h);
+  return sharedHeader;
+}
+
 function toNumber(v: string | number | null | undefined): number {
   if (v === undefined || v === null || v === '') return 0;
   const n = Number(v);
@@ -248,7 +262,7 @@ class WatchCall {
     }
 
     const wr = {
-      header: this.server.header(ev.headerRevision),
+      header: shareHeader(this.server.header(ev.headerRevision)),
       watchId: String(ev.watchId),
       created: ev.created,
       canceled: ev.canceled,

@@ -111,15 +111,48 @@ function messageFieldSize(inner: number, tagBytes = 1): number {
 
 type Obj = Record<string, unknown>;
 
-export function responseHeaderSize(h: Obj): number {
+function headerFieldsSize(h: Obj): number {
   return int64FieldSize(h.clusterId) + int64FieldSize(h.memberId) + int64FieldSize(h.revision) + int64FieldSize(h.raftTerm);
 }
 
-export function writeResponseHeader(w: Writer, h: Obj): void {
+function writeHeaderFields(w: Writer, h: Obj): void {
   writeInt64Field(w, 0x08, h.clusterId);
   writeInt64Field(w, 0x10, h.memberId);
   writeInt64Field(w, 0x18, h.revision);
   writeInt64Field(w, 0x20, h.raftTerm);
+}
+
+/**
+ * Encoded frozen headers. A committed revision reaches every watcher of its key in a response of
+ * its own, all with the same header; the watch adapter shares one frozen header among them, so
+ * its four 64-bit decimal strings are parsed once per revision rather than once per watcher.
+ */
+const encodedHeaders = new WeakMap<object, Buffer>();
+
+function encodedHeader(h: Obj): Buffer | undefined {
+  if (!Object.isFrozen(h)) return undefined;
+  let b = encodedHeaders.get(h);
+  if (b === undefined) {
+    const w = new Writer(Buffer.allocUnsafe(headerFieldsSize(h)));
+    writeHeaderFields(w, h);
+    b = w.done();
+    encodedHeaders.set(h, b);
+  }
+  return b;
+}
+
+export function responseHeaderSize(h: Obj): number {
+  return encodedHeader(h)?.length ?? headerFieldsSize(h);
+}
+
+export function writeResponseHeader(w: Writer, h: Obj): void {
+  const b = encodedHeader(h);
+  if (b === undefined) {
+    writeHeaderFields(w, h);
+    return;
+  }
+  w.buf.set(b, w.pos);
+  w.pos += b.length;
 }
 
 /**

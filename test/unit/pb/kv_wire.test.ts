@@ -381,6 +381,27 @@ describe('KV and watch response encoders', () => {
     expect(second.equals(encodeMessage('etcdserverpb.WatchResponse', { events: [ev] } as never))).toBe(true);
   });
 
+  it('encodes a frozen header shared by many responses once, and unfrozen ones afresh each time', () => {
+    const g = new Gen(rng(6));
+    for (let i = 0; i < 50; i++) {
+      const wr = g.watchResponse();
+      if (!wr.header) continue;
+      const header = Object.freeze({ ...(wr.header as object) });
+      const want = encodeMessage('etcdserverpb.WatchResponse', wr as never);
+      expect(encodeWatchResponse({ ...wr, header }).equals(want)).toBe(true);
+      // Second time from the kept bytes, beside other fields; and in a put response.
+      const other = { ...wr, header, watchId: '77' };
+      expect(encodeWatchResponse(other).equals(encodeMessage('etcdserverpb.WatchResponse', other as never))).toBe(true);
+      expect(encodePutResponse({ header }).equals(encodeMessage('etcdserverpb.PutResponse', { header } as never))).toBe(true);
+    }
+    const header = { clusterId: '1', memberId: '2', revision: '5', raftTerm: '3' };
+    const first = encodeWatchResponse({ header });
+    header.revision = '6';
+    const second = encodeWatchResponse({ header });
+    expect(second.equals(first)).toBe(false);
+    expect(second.equals(encodeMessage('etcdserverpb.WatchResponse', { header } as never))).toBe(true);
+  });
+
   it('leaves methods without a fast codec and other services untouched', () => {
     const kv = serviceDefinition('etcdserverpb.KV');
     const fast = withFastCodecs('etcdserverpb.KV', kv);
