@@ -29,7 +29,8 @@ export interface WatchStreamEvent {
   cancelReason: string;
   /** True on every response of a fragmented batch except the last one. */
   fragment: boolean;
-  events: MvccEvent[];
+  /** Shared between the watchers of one revision: read it, never change it. */
+  events: readonly MvccEvent[];
 }
 
 /**

@@ -177,7 +177,9 @@ export class WatchHub {
     assert(Number.isSafeInteger(rev));
     if (this.closed || rev <= this.rev) return;
     this.rev = rev;
-    if (this.synced.size > 0 && events.length > 0) {
+    if (this.synced.size > 0 && events.length === 1) {
+      this.notifyOne(events[0], rev);
+    } else if (this.synced.size > 0 && events.length > 0) {
       const batches = new Map<Watcher, MvccEvent[]>();
       let stripped: Array<MvccEvent | undefined> | undefined;
       for (let i = 0; i < events.length; i++) {
@@ -198,6 +200,26 @@ export class WatchHub {
       for (const [w, evs] of batches) this.deliverLive(w, evs, rev);
     }
     this.answerWaitingProgress();
+  }
+
+  /**
+   * notify() for a revision of one event, most writes: the watchers that take it share one frozen
+   * array of it (and one of it without prev_kv), instead of a list and a map entry per watcher.
+   * Collected first and delivered after, as notify() does: a delivery can move a watcher.
+   */
+  private notifyOne(ev: MvccEvent, rev: number): void {
+    assert.strictEqual(ev.kv.modRevision, rev, 'notify: event of another revision');
+    const takers: Watcher[] = [];
+    this.synced.forEachMatching(ev.kv.key, (w) => {
+      if (rev >= w.minRev && w.accepts(ev)) takers.push(w);
+    });
+    if (takers.length === 0) return;
+    const whole: readonly MvccEvent[] = Object.freeze([ev]);
+    let stripped: readonly MvccEvent[] | undefined;
+    for (const w of takers) {
+      if (!w.prevKv && ev.prevKv !== null) this.deliverLive(w, (stripped ??= Object.freeze([withoutPrevKv(ev)])), rev);
+      else this.deliverLive(w, whole, rev);
+    }
   }
 
   openStream(sink: WatchSink): HubWatchStream {
@@ -316,7 +338,7 @@ export class WatchHub {
 
   // ---- internals -----------------------------------------------------------------------------
 
-  private deliverLive(w: Watcher, evs: MvccEvent[], rev: number): void {
+  private deliverLive(w: Watcher, evs: readonly MvccEvent[], rev: number): void {
     if (w.state !== 'synced') return; // canceled by a sink call earlier in this notify
     const stream = w.owner as HubStream;
     if (stream.paused) {

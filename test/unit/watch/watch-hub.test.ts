@@ -89,6 +89,22 @@ describe('WatchHub basics', () => {
     expect(store.history.get(3)![0].prevKv).not.toBeNull();
   });
 
+  it('hands the watchers of a one-event revision shared, frozen event lists (one with prevKv, one without)', () => {
+    const { write, client } = setup();
+    const a = client();
+    const b = client();
+    const ids = [a.stream.create(params({ key: 'a' })), b.stream.create(params({ key: 'a' })), a.stream.create(params({ key: 'a', prevKv: true }))];
+    write({ put: 'a', value: '1' });
+    write({ put: 'a', value: '2' });
+    const last = (c: typeof a, id: number) => c.got.filter((r) => r.watchId === id).at(-1)!;
+    const [plainA, plainB, withPrev] = [last(a, ids[0]), last(b, ids[1]), last(a, ids[2])];
+    expect(view(plainA.events)).toEqual(['PUT a@3=2']);
+    expect(view(withPrev.events)).toEqual(['PUT a@3=2 prev=1@2']);
+    expect(plainB.events).toBe(plainA.events);
+    expect(Object.isFrozen(plainA.events) && Object.isFrozen(withPrev.events)).toBe(true);
+    expect(() => (plainA.events as unknown as unknown[]).push(null)).toThrow();
+  });
+
   it('start revision 0 and current+1 are live; a future start waits for its revision', () => {
     const { write, client } = setup();
     write({ put: 'a', value: '1' }); // 2
