@@ -67,6 +67,16 @@ const DATA_FRAME_BYTES = DEFAULT_MAX_FRAME_BYTES;
  */
 const SOCKET_HIGH_WATER_BYTES = 256 * 1024;
 const MAX_UNREAD_OUTPUT_BYTES = 16 * 1024 * 1024;
+/**
+ * The prototype of request header objects: an empty object with no prototype, so nothing of
+ * Object.prototype shows through (a header named "constructor" or "__proto__" is only a header),
+ * as with Node's null-prototype header objects. Unlike Object.create(null), which V8 keeps in
+ * dictionary mode, objects made from it get fast properties, and a client sending the same fields
+ * in the same order gets the same shape every request (measured with etcd's benchmark: the
+ * header object was ~1.7 KB of allocation per request as a dictionary).
+ */
+const HEADERS_PROTO: object = Object.freeze(Object.create(null) as object);
+
 /** Longest a PING ACK waits for a response to travel with (queueAck). */
 export const PING_ACK_DELAY_MS = 5;
 /** Incoming bytes held for an incomplete frame: a frame header plus the largest frame we accept. */
@@ -384,7 +394,7 @@ export class H2Connection implements StreamOwner {
     const hb = this.headerBlock!;
     this.headerBlock = undefined;
     const block = hb.parts.length === 1 ? hb.parts[0]! : Buffer.concat(hb.parts, hb.bytes);
-    const headers: IncomingHeaders = Object.create(null) as IncomingHeaders;
+    const headers = Object.create(HEADERS_PROTO) as IncomingHeaders;
     let listBytes = 0;
     // Decoded even for a stream we refuse: the HPACK table must see every block.
     this.decoder.decode(block, (name, value) => {

@@ -305,6 +305,23 @@ describe('H2Connection PING answers', () => {
   });
 });
 
+describe('H2Connection request headers', () => {
+  it('are plain fields with nothing inherited: "constructor" and "__proto__" are headers like any other', async () => {
+    const seen: IncomingHeaders[] = [];
+    const { socket } = recordedConnection((_s, h) => seen.push(h));
+    const block = encodeHeaders({ ':method': 'POST', ':scheme': 'http', ':path': '/x', ':authority': 'h', constructor: 'c', ['__proto__']: 'p', tostring: 't' });
+    socket.emit('data', Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(0)), frame(FrameType.HEADERS, 0x4, 1, block), frame(FrameType.HEADERS, 0x4, 3, block)]));
+    await waitFor(() => seen.length === 2);
+    for (const h of seen) {
+      expect(Object.keys(h)).toEqual([':method', ':scheme', ':path', ':authority', 'constructor', '__proto__', 'tostring']);
+      expect(h.constructor).toBe('c');
+      expect(Object.getOwnPropertyDescriptor(h, '__proto__')?.value).toBe('p');
+      expect((h as Record<string, unknown>).toString).toBeUndefined();
+      expect((h as Record<string, unknown>).hasOwnProperty).toBeUndefined();
+    }
+  });
+});
+
 describe('H2Connection frame parsing', () => {
   it('reads the same streams whatever the chunking of the bytes (1000 random splits)', async () => {
     // Five requests, each HEADERS + two DATA frames (one padded), behind the preface and SETTINGS.
