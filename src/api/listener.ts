@@ -18,7 +18,6 @@ import { injectWithAuthorityFix } from './h2_authority';
 import { setLocalTarget } from './local_target';
 import type { ApiLogger } from './types';
 
-
 export interface ListenedUrl {
   url: string;
   /** The bound TCP port (the ephemeral one for port 0); 0 for unix sockets. */

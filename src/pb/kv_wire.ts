@@ -123,36 +123,55 @@ function writeHeaderFields(w: Writer, h: Obj): void {
 }
 
 /**
- * Encoded frozen headers. A committed revision reaches every watcher of its key in a response of
- * its own, all with the same header; the watch adapter shares one frozen header among them, so
- * its four 64-bit decimal strings are parsed once per revision rather than once per watcher.
+ * Encodings of frozen objects: one that cannot change is encoded once, and its entry goes with it.
+ * A committed revision reaches every watcher of its key in a response of its own; the watch adapter
+ * shares one frozen header and frozen events among them, so each is encoded once per revision
+ * rather than once per watcher. Anything not frozen is encoded afresh every time.
  */
-const encodedHeaders = new WeakMap<object, Buffer>();
+class FrozenEncodings {
+  private readonly bytes = new WeakMap<object, Buffer>();
 
-function encodedHeader(h: Obj): Buffer | undefined {
-  if (!Object.isFrozen(h)) return undefined;
-  let b = encodedHeaders.get(h);
-  if (b === undefined) {
-    const w = new Writer(Buffer.allocUnsafe(headerFieldsSize(h)));
-    writeHeaderFields(w, h);
-    b = w.done();
-    encodedHeaders.set(h, b);
+  constructor(
+    private readonly frozen: (o: Obj) => boolean,
+    private readonly fieldsSize: (o: Obj) => number,
+    private readonly writeFields: (w: Writer, o: Obj) => void,
+  ) {}
+
+  private encoded(o: Obj): Buffer | undefined {
+    if (!this.frozen(o)) return undefined;
+    let b = this.bytes.get(o);
+    if (b === undefined) {
+      const w = new Writer(Buffer.allocUnsafe(this.fieldsSize(o)));
+      this.writeFields(w, o);
+      b = w.done();
+      this.bytes.set(o, b);
+    }
+    return b;
   }
-  return b;
+
+  size(o: Obj): number {
+    return this.encoded(o)?.length ?? this.fieldsSize(o);
+  }
+
+  write(w: Writer, o: Obj): void {
+    const b = this.encoded(o);
+    if (b === undefined) {
+      this.writeFields(w, o);
+      return;
+    }
+    w.buf.set(b, w.pos);
+    w.pos += b.length;
+  }
 }
 
+const headerEncodings = new FrozenEncodings(Object.isFrozen, headerFieldsSize, writeHeaderFields);
+
 export function responseHeaderSize(h: Obj): number {
-  return encodedHeader(h)?.length ?? headerFieldsSize(h);
+  return headerEncodings.size(h);
 }
 
 export function writeResponseHeader(w: Writer, h: Obj): void {
-  const b = encodedHeader(h);
-  if (b === undefined) {
-    writeHeaderFields(w, h);
-    return;
-  }
-  w.buf.set(b, w.pos);
-  w.pos += b.length;
+  headerEncodings.write(w, h);
 }
 
 /**
@@ -357,41 +376,18 @@ function writeEventBody(w: Writer, ev: Obj): void {
   writeSub(w, 0x1a, ev.prevKv, keyValueSize, writeKeyValue);
 }
 
-/**
- * Encoded bodies of frozen events. One committed event goes to every watcher of its key in a
- * response of its own; the watch adapter freezes the event objects it shares between them, so
- * each is encoded once. Frozen objects cannot change, and the entries go with the objects.
- */
-const encodedEvents = new WeakMap<object, Buffer>();
-
 function isFrozenEvent(ev: Obj): boolean {
   return Object.isFrozen(ev) && (ev.kv == null || Object.isFrozen(ev.kv)) && (ev.prevKv == null || Object.isFrozen(ev.prevKv));
 }
 
-function encodedEvent(ev: Obj): Buffer | undefined {
-  if (!isFrozenEvent(ev)) return undefined;
-  let b = encodedEvents.get(ev);
-  if (b === undefined) {
-    const w = new Writer(Buffer.allocUnsafe(eventBodySize(ev)));
-    writeEventBody(w, ev);
-    b = w.done();
-    encodedEvents.set(ev, b);
-  }
-  return b;
-}
+const eventEncodings = new FrozenEncodings(isFrozenEvent, eventBodySize, writeEventBody);
 
 function eventSize(ev: Obj): number {
-  return encodedEvent(ev)?.length ?? eventBodySize(ev);
+  return eventEncodings.size(ev);
 }
 
 function writeEvent(w: Writer, ev: Obj): void {
-  const b = encodedEvent(ev);
-  if (b === undefined) {
-    writeEventBody(w, ev);
-    return;
-  }
-  w.buf.set(b, w.pos);
-  w.pos += b.length;
+  eventEncodings.write(w, ev);
 }
 
 export function watchResponseSize(r: Obj): number {
