@@ -16,6 +16,14 @@ const ENTRY_HEADER_BYTES = 17;
 /** etcd's segment size: a new file is started once the current one passes it. */
 export const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
 const SEGMENT_RE = /^([0-9a-f]{16})-([0-9a-f]{16})\.wal$/;
+/**
+ * The segment file is kept zero-filled this far ahead of the records. An fdatasync after a write
+ * that grew the file must also commit the new size and blocks through the file system's journal;
+ * one after a write into blocks the file already has flushes just the data. A zero-filled tail
+ * reads as the end of the log (readRecord), and is cut off on open and at a segment's end.
+ */
+const PREALLOC_BYTES = 256 * 1024;
+let zeros: Buffer | null = null;
 
 /** Who this member is; written once when the member is created, and at the head of every segment. */
 export interface WalIdentity {
@@ -217,6 +225,8 @@ export class Wal {
   private closed = false;
   /** The contents as read by open() (start-up asks for them next), until the first write. */
   private opened: WalContents | null;
+  /** Size of the current segment file: records up to `offset`, zeros after it. */
+  private fileBytes: number;
 
   private constructor(
     readonly dir: string,
@@ -227,6 +237,7 @@ export class Wal {
     contents: WalContents | null,
   ) {
     this.opened = contents;
+    this.fileBytes = offset;
     this.identity = contents?.identity ?? null;
     this.hardState = contents?.hardState ?? null;
     this.snapshot = contents?.snapshot ?? null;
@@ -350,12 +361,29 @@ export class Wal {
     let done = 0;
     while (done < buf.length) done += fs.writeSync(this.fd, buf, done, buf.length - done, this.offset + done);
     this.offset += buf.length;
+    if (this.offset > this.fileBytes) this.fileBytes = this.offset;
+    // Grow the file ahead of the records, once per PREALLOC_BYTES, not on every write. The zeros
+    // go behind the records just written (never over them) and reach the disk with their sync.
+    const target = Math.min(this.offset + PREALLOC_BYTES, this.segmentBytes);
+    if (this.fileBytes - this.offset < PREALLOC_BYTES / 2 && target > this.fileBytes) {
+      zeros ??= Buffer.alloc(PREALLOC_BYTES);
+      while (this.fileBytes < target) this.fileBytes += fs.writeSync(this.fd, zeros, 0, target - this.fileBytes, this.fileBytes);
+    }
+  }
+
+  /** Drop the zero-filled tail, so that the file ends where its records do. */
+  private trimTail(): void {
+    if (this.fileBytes === this.offset) return;
+    fs.ftruncateSync(this.fd, this.offset);
+    this.fileBytes = this.offset;
   }
 
   /** Start a new segment once the current one is full (etcd's cut). */
   private maybeCut(): void {
     if (this.offset < this.segmentBytes || this.closed) return;
-    // Everything in the old segment must be durable before the new one can be trusted to follow it.
+    // Everything in the old segment must be durable before the new one can be trusted to follow it,
+    // and it must end with its last record (replay checks that every segment but the last does).
+    this.trimTail();
     fs.fdatasyncSync(this.fd);
     const prev = this.segments[this.segments.length - 1];
     const seg: Segment = { seq: prev.seq + 1, firstIndex: this.lastIndex + 1, file: '' };
@@ -370,6 +398,7 @@ export class Wal {
     const oldFd = this.fd;
     this.fd = fd;
     this.offset = head.length;
+    this.fileBytes = head.length;
     this.segments.push(seg);
     this.syncer.switchTo(fd, oldFd);
   }
@@ -381,6 +410,7 @@ export class Wal {
 
   async close(): Promise<void> {
     if (this.closed) return;
+    this.trimTail();
     await this.syncer.sync();
     this.closed = true;
     await this.syncer.close();

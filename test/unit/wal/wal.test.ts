@@ -104,6 +104,37 @@ describe('WAL', () => {
     await wal.close();
   });
 
+  it('keeps its file zero-filled ahead of the records, and a crash with that tail loses nothing', async () => {
+    const dir = tmp();
+    const first = Wal.open(dir);
+    await first.create(identity);
+    await first.save({ term: 1, vote: 0n, commit: 2 }, [ent(1, 1), ent(2, 1)], null);
+    const [file] = fs.readdirSync(dir).filter((f) => f.endsWith('.wal'));
+    const p = path.join(dir, file);
+    // Grown ahead (so an fdatasync does not also have to commit a new file size), zeros after the records.
+    const grown = fs.statSync(p).size;
+    expect(grown).toBeGreaterThanOrEqual(128 * 1024);
+    const bytes = fs.readFileSync(p);
+    const recordsEnd = bytes.length - [...bytes].reverse().findIndex((b) => b !== 0);
+    expect(recordsEnd).toBeLessThan(1024);
+    // The process dies here: no close, the zero tail stays. A new process opens the log.
+    let wal = Wal.open(dir);
+    expect(wal.readAll().entries.map((e) => e.index)).toEqual([1, 2]);
+    await wal.save({ term: 1, vote: 0n, commit: 3 }, [ent(3, 1, 'after')], null);
+    await wal.close();
+    // A clean close leaves the file ending with its last record.
+    expect(fs.statSync(p).size).toBeLessThan(1024);
+    wal = Wal.open(dir);
+    expect(wal.readAll().entries.map((e) => [e.index, e.data.toString()])).toEqual([
+      [1, 'e1'],
+      [2, 'e2'],
+      [3, 'after'],
+    ]);
+    expect(wal.readAll().hardState.commit).toBe(3);
+    await wal.close();
+    await first.close();
+  });
+
   it('treats a flipped bit inside the last record as a torn write, not as data', async () => {
     const dir = tmp();
     let wal = Wal.open(dir);
