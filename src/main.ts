@@ -14,6 +14,7 @@ import { createMetrics } from './metrics';
 import { channelCredentials, logRejected, resolveMemberTls, serverCredentials, serverTlsOptions, TLS_FLAGS, type MemberTls, type TlsMaterial } from './tls';
 import { ServerCredentials } from '@grpc/grpc-js';
 import { servePeerUrls, type PeerServer } from './transport';
+import { startIdleGc } from './runtime/idle_gc';
 
 const grpcInsecureServer = (): ServerCredentials => ServerCredentials.createInsecure();
 
@@ -110,6 +111,9 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     'advertise-client-urls': c.advertiseClientUrls.map((u) => u.text),
     'initial-cluster': c.initialClusterText,
   });
+  // From the start: the heap grows most while the applied state is read back (a restart), and that
+  // growth counts too. Unref'd, so an early return below does not wait for it.
+  const stopIdleGc = startIdleGc();
 
   let memberTls: MemberTls;
   try {
@@ -187,6 +191,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
       if (closing) return;
       closing = true;
       log.info('received signal; shutting down', { signal });
+      stopIdleGc();
       const done = async (): Promise<void> => {
         grpc.setServing(false);
         await Promise.race([clients.close(), new Promise((r) => setTimeout(r, 2000))]);

@@ -1,0 +1,91 @@
+// Gives a burst's garbage back once the server goes idle.
+//
+// V8 arms its memory reducer (the idle-time collections that shrink the heap) only after a
+// mark-compact. bin/etcd sets a 64 MiB floor on the old generation's limit (so that a small heap is
+// not mark-compacted back to back), and a load that ends below that limit never triggers one: its
+// garbage then stays resident for as long as the server is quiet. Loading 100k keys in 1000
+// transactions left 191 MiB resident 45 s later (113 MiB anonymous), against 154 MiB without the
+// floor; with this check, 159 MiB. One full collection, once the event loop has been nearly idle for
+// a whole window after the heap grew, costs a busy server nothing and an idle one a few tens of ms.
+import assert from 'node:assert';
+import { performance, type EventLoopUtilization } from 'node:perf_hooks';
+import v8 from 'node:v8';
+
+export interface IdleGcOptions {
+  /** How often idleness is judged (over the window since the last check). */
+  checkIntervalMs: number;
+  /** Idle: the event loop was busy at most this fraction of the window. */
+  maxLoopUtilization: number;
+  /** Collect only once the used heap has grown this much above where the last collection left it. */
+  minGrowthBytes: number;
+}
+
+export const DEFAULT_IDLE_GC: IdleGcOptions = {
+  checkIntervalMs: 10_000,
+  maxLoopUtilization: 0.01,
+  minGrowthBytes: 16 * 1024 * 1024,
+};
+
+export interface IdleGcProbe {
+  /** V8's used heap now, garbage not yet collected included. */
+  usedHeapBytes(): number;
+  /** Fraction of the time since the previous call that the event loop was busy. */
+  loopUtilization(): number;
+  /** A full, synchronous collection. */
+  collect(): void;
+}
+
+/** The decision, apart from timers and V8, so that it can be tested. */
+export class IdleGc {
+  /** Used heap right after the last collection we know of (ours, or V8's when it went lower). */
+  private baselineBytes: number;
+  collections = 0;
+
+  constructor(
+    private readonly probe: IdleGcProbe,
+    private readonly opts: IdleGcOptions = DEFAULT_IDLE_GC,
+  ) {
+    assert(opts.maxLoopUtilization >= 0 && opts.maxLoopUtilization < 1, 'maxLoopUtilization out of range');
+    assert(opts.minGrowthBytes > 0, 'minGrowthBytes must be positive');
+    this.baselineBytes = probe.usedHeapBytes();
+  }
+
+  /** One check at the end of a window; true when it collected. */
+  check(): boolean {
+    const utilization = this.probe.loopUtilization();
+    const used = this.probe.usedHeapBytes();
+    // V8's own collections lower the mark: growth counts from the lowest point seen.
+    if (used < this.baselineBytes) this.baselineBytes = used;
+    if (utilization > this.opts.maxLoopUtilization || used - this.baselineBytes < this.opts.minGrowthBytes) return false;
+    this.probe.collect();
+    this.collections++;
+    this.baselineBytes = this.probe.usedHeapBytes();
+    return true;
+  }
+}
+
+/**
+ * Starts the periodic check when the process was started with `--expose-gc` (bin/etcd does);
+ * otherwise does nothing. Returns a function that stops it.
+ */
+export function startIdleGc(opts: IdleGcOptions = DEFAULT_IDLE_GC): () => void {
+  const gc = (globalThis as { gc?: unknown }).gc;
+  if (typeof gc !== 'function') return () => {};
+  let last: EventLoopUtilization = performance.eventLoopUtilization();
+  const idle = new IdleGc(
+    {
+      usedHeapBytes: () => v8.getHeapStatistics().used_heap_size,
+      loopUtilization: () => {
+        const now = performance.eventLoopUtilization();
+        const window = performance.eventLoopUtilization(now, last);
+        last = now;
+        return window.utilization;
+      },
+      collect: () => (gc as () => void)(),
+    },
+    opts,
+  );
+  const timer = setInterval(() => idle.check(), opts.checkIntervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
