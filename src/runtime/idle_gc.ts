@@ -39,7 +39,6 @@ export interface IdleGcProbe {
 export class IdleGc {
   /** Used heap right after the last collection we know of (ours, or V8's when it went lower). */
   private baselineBytes: number;
-  collections = 0;
 
   constructor(
     private readonly probe: IdleGcProbe,
@@ -58,7 +57,6 @@ export class IdleGc {
     if (used < this.baselineBytes) this.baselineBytes = used;
     if (utilization > this.opts.maxLoopUtilization || used - this.baselineBytes < this.opts.minGrowthBytes) return false;
     this.probe.collect();
-    this.collections++;
     this.baselineBytes = this.probe.usedHeapBytes();
     return true;
   }

@@ -357,6 +357,7 @@ export class Wal {
 
   private append(buf: Buffer): void {
     assert(!this.closed, 'WAL is closed');
+    assert(this.fileBytes >= this.offset, 'WAL segment file shorter than its records');
     this.opened = null;
     let done = 0;
     while (done < buf.length) done += fs.writeSync(this.fd, buf, done, buf.length - done, this.offset + done);
