@@ -194,9 +194,9 @@ function scanSegment(buf: Buffer, each: (type: number, payload: Buffer, at: numb
   }
 }
 
-/** Replays the segment files in order into the log's contents. */
-function replaySegments(dir: string, segs: Segment[]): WalContents {
-  const bufs = segs.map((s) => fs.readFileSync(s.file));
+/** Replays the segment files in order into the log's contents (the last one's bytes when already read). */
+function replaySegments(dir: string, segs: Segment[], lastBuf?: Buffer): WalContents {
+  const bufs = segs.map((s, i) => (i === segs.length - 1 && lastBuf ? lastBuf : fs.readFileSync(s.file)));
   // First pass: the newest snapshot decides where the live log starts.
   let base = 0;
   for (const buf of bufs) {
@@ -288,7 +288,7 @@ export class Wal {
       fs.fsyncSync(fd);
     }
     // An empty only segment: a member whose creation never wrote its identity.
-    const contents = segs.length > 1 || intact > 0 ? replaySegments(dir, segs) : null;
+    const contents = segs.length > 1 || intact > 0 ? replaySegments(dir, segs, buf.subarray(0, intact)) : null;
     return new Wal(dir, segmentBytes, segs, fd, intact, contents);
   }
 
