@@ -113,7 +113,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   });
   // From the start: the heap grows most while the applied state is read back (a restart), and that
   // growth counts too. Unref'd, so an early return below does not wait for it.
-  const stopIdleGc = startIdleGc();
+  const idleGc = startIdleGc();
 
   let memberTls: MemberTls;
   try {
@@ -142,6 +142,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     log.error('failed to start etcd server', { error: (e as Error).message });
     return 1;
   }
+  // The WAL's replay and the key index's rebuild leave their garbage behind; nothing is served yet.
+  idleGc.recovered();
 
   const http2Options = {
     keepaliveIntervalMs: c.grpcKeepAliveIntervalMs,
@@ -191,7 +193,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
       if (closing) return;
       closing = true;
       log.info('received signal; shutting down', { signal });
-      stopIdleGc();
+      idleGc.stop();
       const done = async (): Promise<void> => {
         grpc.setServing(false);
         await Promise.race([clients.close(), new Promise((r) => setTimeout(r, 2000))]);

@@ -64,6 +64,41 @@ describe('idle GC', () => {
   });
 });
 
+describe('collection after start-up has read its state back', () => {
+  it('collects at once, busy loop or not, when reading the state back grew the heap', () => {
+    const { h, probe } = fakeHeap(20 * MiB);
+    const gc = new IdleGc(probe, opts);
+    // A WAL replay and an index rebuild: 60 MiB allocated, 20 MiB of it kept.
+    h.used = 80 * MiB;
+    h.liveBytes = 40 * MiB;
+    h.utilization = 0.9;
+    expect(gc.recovered()).toBe(true);
+    expect(h.used).toBe(40 * MiB);
+    // Busy windows leave it; the first idle one collects once more (V8 shrinks its young
+    // generation only when allocation is slow), and after that only growth counts again.
+    expect(gc.check()).toBe(false);
+    h.utilization = 0;
+    expect(gc.check()).toBe(true);
+    expect(gc.check()).toBe(false);
+    expect(gc.check()).toBe(false);
+    expect(h.collected).toBe(2);
+  });
+
+  it('does not collect a small start-up at once, but still once in its first idle window', () => {
+    const { h, probe } = fakeHeap(20 * MiB);
+    const gc = new IdleGc(probe, opts);
+    h.used = 30 * MiB;
+    h.liveBytes = 22 * MiB;
+    h.utilization = 0.9;
+    expect(gc.recovered()).toBe(false);
+    expect(h.collected).toBe(0);
+    h.utilization = 0;
+    expect(gc.check()).toBe(true);
+    expect(gc.check()).toBe(false);
+    expect(h.collected).toBe(1);
+  });
+});
+
 describe('idle GC in a real process', () => {
   // A burst of garbage that stays below bin/etcd's 64 MiB old-generation floor, then a quiet loop:
   // with --expose-gc the check runs one major collection; without it, it stays off. (Runs the
@@ -77,15 +112,22 @@ describe('idle GC in a real process', () => {
     }).observe({ entryTypes: ['gc'] });
     setTimeout(() => {
       const before = majors;
-      startIdleGc({ checkIntervalMs: 100, maxLoopUtilization: 0.5, minGrowthBytes: 4 * 1024 * 1024 });
+      const handle = startIdleGc({ checkIntervalMs: 100, maxLoopUtilization: 0.5, minGrowthBytes: 4 * 1024 * 1024 });
       let junk = [];
       for (let i = 0; i < 300000; i++) junk.push({ i, s: 'x' + i });
       junk = null;
+      if (process.env.RECOVERED) {
+        // Collected synchronously, before the loop could run an idle check.
+        const usedBefore = process.memoryUsage().heapUsed;
+        handle.recovered();
+        const freed = usedBefore - process.memoryUsage().heapUsed;
+        process.stdout.write(freed > 4 * 1024 * 1024 ? 'now ' : 'not yet ');
+      }
       setTimeout(() => { process.stdout.write(String(majors - before)); process.exit(0); }, 1500);
     }, 300);
   `;
-  const run = (flags: string[]): string => {
-    const r = spawnSync(process.execPath, [...flags, '-e', script], { encoding: 'utf8', timeout: 20_000 });
+  const run = (flags: string[], env: Record<string, string> = {}): string => {
+    const r = spawnSync(process.execPath, [...flags, '-e', script], { encoding: 'utf8', timeout: 20_000, env: { ...process.env, ...env } });
     expect(r.status, r.stderr).toBe(0);
     return r.stdout;
   };
@@ -93,5 +135,10 @@ describe('idle GC in a real process', () => {
   it('collects after the burst with --expose-gc, and never without it', () => {
     expect(Number(run(['--initial-old-space-size=64', '--expose-gc']))).toBeGreaterThanOrEqual(1);
     expect(run(['--initial-old-space-size=64'])).toBe('0');
+  });
+
+  it('collects at the end of start-up when told the state is read back', () => {
+    expect(run(['--initial-old-space-size=64', '--expose-gc'], { RECOVERED: '1' })).toMatch(/^now [1-9]/);
+    expect(run(['--initial-old-space-size=64'], { RECOVERED: '1' })).toBe('not yet 0');
   });
 });
