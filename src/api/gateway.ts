@@ -7,6 +7,7 @@ import type http from 'node:http';
 import * as grpc from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
 import { PROTO_FILES, protoDir } from '../pb/load';
+import { parseGatewayJson } from './gateway_json';
 import { localTargetOf } from './local_target';
 import type { ApiLogger } from './types';
 
@@ -139,6 +140,28 @@ function decodeToJson(typeName: string, bytes: Buffer): unknown {
 
 const passthrough = (b: Buffer): Buffer => b;
 
+/** Bound on the metadata entries forwarded from one request's headers. */
+const MAX_FORWARDED_HEADERS = 64;
+
+/**
+ * grpc-gateway v1's header forwarding: `Authorization` (etcd's server takes the token from it when
+ * there is no `token` entry) and `Grpc-Metadata-<name>` headers, as metadata `<name>`.
+ */
+function metadataOf(req: http.IncomingMessage): grpc.Metadata {
+  const md = new grpc.Metadata();
+  let n = 0;
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value === undefined || n >= MAX_FORWARDED_HEADERS) continue;
+    const key = name === 'authorization' ? name : name.startsWith('grpc-metadata-') ? name.slice('grpc-metadata-'.length) : '';
+    // Binary (-bin) entries would need base64 handling; grpc-gateway v1 forwards them as text too,
+    // which grpc-js refuses, so they are left out.
+    if (key === '' || key.endsWith('-bin') || !/^[0-9a-z_.-]+$/.test(key)) continue;
+    for (const v of Array.isArray(value) ? value : [value]) md.add(key, v);
+    n++;
+  }
+  return md;
+}
+
 function writeJson(res: http.ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.writeHead(status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(text) });
@@ -257,14 +280,14 @@ export function createGateway(log: ApiLogger): Gateway {
     let payload: Buffer;
     try {
       const text = await readBody(req);
-      payload = encodeJson(route.request, text.trim() === '' ? {} : JSON.parse(text));
+      payload = encodeJson(route.request, text.trim() === '' ? {} : parseGatewayJson(text));
     } catch (e) {
       const { code } = statusOf(e);
       const message = e instanceof Error ? e.message : String(e);
       writeGrpcError(res, { code: code === grpc.status.UNKNOWN ? grpc.status.INVALID_ARGUMENT : code, details: message });
       return;
     }
-    client.makeUnaryRequest(route.method, passthrough, passthrough, payload, (err, out) => {
+    client.makeUnaryRequest(route.method, passthrough, passthrough, payload, metadataOf(req), (err, out) => {
       if (err) return writeGrpcError(res, err);
       writeJson(res, 200, decodeToJson(route.response, out ?? Buffer.alloc(0)));
     });
@@ -291,13 +314,13 @@ export function createGateway(log: ApiLogger): Gateway {
   };
 
   const bidi = (route: Route, client: grpc.Client, req: http.IncomingMessage, res: http.ServerResponse): void => {
-    const call = client.makeBidiStreamRequest(route.method, passthrough, passthrough);
+    const call = client.makeBidiStreamRequest(route.method, passthrough, passthrough, metadataOf(req));
     streamOut(route, res, call);
     const splitter = new JsonSplitter();
     req.setEncoding('utf8');
     req.on('data', (chunk: string) => {
       try {
-        for (const value of splitter.push(chunk)) call.write(encodeJson(route.request, JSON.parse(value)));
+        for (const value of splitter.push(chunk)) call.write(encodeJson(route.request, parseGatewayJson(value)));
       } catch (e) {
         log.debug('bad gateway stream message', { error: e instanceof Error ? e.message : String(e) });
         call.cancel();
@@ -311,12 +334,12 @@ export function createGateway(log: ApiLogger): Gateway {
     let payload: Buffer;
     try {
       const text = await readBody(req);
-      payload = encodeJson(route.request, text.trim() === '' ? {} : JSON.parse(text));
+      payload = encodeJson(route.request, text.trim() === '' ? {} : parseGatewayJson(text));
     } catch (e) {
       writeGrpcError(res, { code: grpc.status.INVALID_ARGUMENT, details: e instanceof Error ? e.message : String(e) });
       return;
     }
-    streamOut(route, res, client.makeServerStreamRequest(route.method, passthrough, passthrough, payload));
+    streamOut(route, res, client.makeServerStreamRequest(route.method, passthrough, passthrough, payload, metadataOf(req)));
   };
 
   return {
