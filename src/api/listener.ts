@@ -15,6 +15,7 @@ import { PREFACE } from '../h2/frames';
 import { checkAllowedPeer, logRejected, serverTlsOptions, type TlsMaterial } from '../tls';
 import { createGatewayDir, GATEWAY_SOCKET_NAME, sweepStaleGatewayDirs } from './gateway_dir';
 import { injectWithAuthorityFix } from './h2_authority';
+import { isGrpcRequest, serveHttpOverH2 } from './h2_http';
 import { setLocalTarget } from './local_target';
 import type { ApiLogger } from './types';
 
@@ -110,7 +111,9 @@ export async function listenClientUrls(
       return;
     }
     const conn = new H2Connection(socket, {
-      onStream: streamEntry,
+      // As etcd's grpcHandlerFunc: gRPC by content-type, anything else (curl negotiating h2 on an
+      // https:// URL for /health, /metrics or the JSON gateway) to the HTTP handler.
+      onStream: (stream, headers) => (isGrpcRequest(headers) ? streamEntry(stream, headers) : serveHttpOverH2(stream, headers, httpHandler)),
       maxConcurrentStreams: opts.http2?.maxConcurrentStreams,
       keepaliveIntervalMs: opts.http2?.keepaliveIntervalMs,
       keepaliveTimeoutMs: opts.http2?.keepaliveTimeoutMs,

@@ -1,6 +1,8 @@
 // The client listener with TLS, in-process: gRPC (ALPN h2) and HTTP/1.1 on one https:// port and
 // a unixs:// socket, client certificates checked, bad clients refused promptly with a log line.
 import fs from 'node:fs';
+import type http from 'node:http';
+import http2 from 'node:http2';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -50,7 +52,19 @@ function files(over: Partial<TlsFiles>): TlsFiles {
   };
 }
 
-async function start(over: Partial<TlsFiles> = {}, urls?: string[], handshakeMs?: number): Promise<{ l: ClientListeners; lines: Line[]; grpcServer: grpc.Server }> {
+type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
+
+const plainHandler: Handler = (req, res) => {
+  res.writeHead(200, { 'Content-Type': 'text/plain' });
+  res.end(`http1 ${req.url}`);
+};
+
+async function start(
+  over: Partial<TlsFiles> = {},
+  urls?: string[],
+  handshakeMs?: number,
+  handler: Handler = plainHandler,
+): Promise<{ l: ClientListeners; lines: Line[]; grpcServer: grpc.Server }> {
   const lines: Line[] = [];
   const rec = (level: string) => (msg: string, fields: Record<string, unknown> = {}) => lines.push({ level, msg, fields });
   const log = { info: rec('info'), warn: rec('warn'), error: rec('error'), debug: rec('debug') };
@@ -60,10 +74,7 @@ async function start(over: Partial<TlsFiles> = {}, urls?: string[], handshakeMs?
   const l = await listenClientUrls(
     urls ?? ['https://127.0.0.1:0'],
     grpcServer,
-    (req, res) => {
-      res.writeHead(200, { 'Content-Type': 'text/plain' });
-      res.end(`http1 ${req.url}`);
-    },
+    handler,
     log,
     { tls: material, tlsHandshakeTimeoutMs: handshakeMs },
   );
@@ -126,6 +137,53 @@ describe('listenClientUrls with TLS', () => {
         expect(reply).toContain('http1 /x');
       }
     } finally {
+      await l.close();
+    }
+  });
+
+  it('serves plain HTTP requests negotiated as h2 (curl on https://) with the HTTP handler, next to gRPC', async () => {
+    // The handler as the gateway's watch writes it: headers set ahead, a chunked HTTP/1.1 body in
+    // pieces, the request body read to its end.
+    const handler: Handler = (req, res) => {
+      let body = '';
+      req.setEncoding('utf8');
+      req.on('data', (d: string) => (body += d));
+      req.on('end', () => {
+        res.setHeader('X-Seen', `${req.method} ${req.url} ${req.headers['content-type'] ?? ''}`);
+        res.writeHead(201, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
+        res.write(`{"got":${JSON.stringify(body)}}\n`);
+        res.end('{"last":true}\n');
+      });
+    };
+    const { l } = await start({}, undefined, undefined, handler);
+    const port = l.addresses[0]!.port;
+    const client = pki.healthcheckClient;
+    const session = http2.connect(`https://127.0.0.1:${port}`, {
+      ca: fs.readFileSync(pki.ca.cert),
+      cert: fs.readFileSync(client.cert),
+      key: fs.readFileSync(client.key),
+    });
+    try {
+      const reply = await new Promise<{ headers: http2.IncomingHttpHeaders; body: string }>((resolve, reject) => {
+        const req = session.request({ ':method': 'POST', ':path': '/v3/kv/put?x=1', 'content-type': 'application/json' });
+        let body = '';
+        let headers: http2.IncomingHttpHeaders = {};
+        req.setEncoding('utf8');
+        req.on('response', (h) => (headers = h));
+        req.on('data', (d: string) => (body += d));
+        req.on('end', () => resolve({ headers, body }));
+        req.on('error', reject);
+        req.write('{"key":');
+        req.end('"Zm9v"}');
+      });
+      expect(reply.headers[':status']).toBe(201);
+      expect(reply.headers['x-seen']).toBe('POST /v3/kv/put?x=1 application/json');
+      expect(reply.headers).not.toHaveProperty('transfer-encoding');
+      expect(reply.body).toBe('{"got":"{\\"key\\":\\"Zm9v\\"}"}\n{"last":true}\n');
+      // gRPC still goes to gRPC on the same port.
+      expect(await healthCheck(`127.0.0.1:${port}`, pki.apiserverEtcdClient)).toBe(1);
+    } finally {
+      session.close();
       await l.close();
     }
   });
