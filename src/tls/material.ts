@@ -4,6 +4,7 @@ import assert from 'node:assert';
 import fs from 'node:fs';
 import type tls from 'node:tls';
 import type { TlsFiles } from '../config/types';
+import { CrlFile } from './crl';
 
 export interface TlsMaterial {
   certFile: string;
@@ -21,7 +22,8 @@ export interface TlsMaterial {
   key: Buffer;
   /** PEM of the trusted CAs; undefined means Node's bundled roots, as Go falls back to the system pool. */
   ca: Buffer | undefined;
-  crl: Buffer | undefined;
+  /** --client-crl-file, checked after each handshake (crl.ts). */
+  crl: CrlFile | undefined;
   minVersion: tls.SecureVersion;
   maxVersion: tls.SecureVersion;
   /** OpenSSL cipher list for TLS 1.2 (empty: Node's default). */
@@ -86,6 +88,15 @@ export function opensslCiphers(goNames: string[]): string {
   return out.join(':');
 }
 
+function readCrl(file: string): CrlFile {
+  try {
+    return new CrlFile(file);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new Error(`open ${file}: ${code === 'ENOENT' ? 'no such file or directory' : (e as Error).message} (crl-file)`);
+  }
+}
+
 function readPem(what: string, file: string): Buffer {
   try {
     return fs.readFileSync(file);
@@ -117,7 +128,7 @@ export function loadTlsMaterial(files: TlsFiles, common: TlsCommon, selfSigned =
     cert: readPem('cert-file', files.certFile),
     key: readPem('key-file', files.keyFile),
     ca: files.trustedCaFile === '' ? undefined : readPem('trusted-ca-file', files.trustedCaFile),
-    crl: files.crlFile === '' ? undefined : readPem('crl-file', files.crlFile),
+    crl: files.crlFile === '' ? undefined : readCrl(files.crlFile),
     minVersion: secureVersion(common.tlsMinVersion, 'TLSv1.2'),
     maxVersion: secureVersion(common.tlsMaxVersion, 'TLSv1.3'),
     ciphers: common.cipherSuites.length > 0 ? opensslCiphers(common.cipherSuites) : '',
@@ -137,7 +148,7 @@ export function serverTlsOptions(m: TlsMaterial, alpn: string[]): tls.TlsOptions
     ALPNProtocols: alpn,
   };
   if (m.ca !== undefined) o.ca = m.ca;
-  if (m.crl !== undefined) o.crl = m.crl;
+  // The CRL is checked after the handshake, as etcd does (crl.ts), not by OpenSSL.
   if (m.ciphers !== '') o.ciphers = m.ciphers;
   return o;
 }

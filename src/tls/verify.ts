@@ -1,6 +1,7 @@
 // What etcd checks and logs around a TLS handshake: --*-cert-allowed-cn / -hostname on the peer
 // certificate, and one "rejected connection" warning per failed handshake.
 import tls from 'node:tls';
+import { peerChain } from './crl';
 import type { TlsMaterial } from './material';
 
 export interface RejectLogger {
@@ -8,10 +9,15 @@ export interface RejectLogger {
 }
 
 /**
- * etcd verifies the allowed CN / hostname on the verified client certificate; `undefined` means
- * accepted, otherwise the error text etcd reports.
+ * etcd checks the client's certificates against --client-crl-file, then the allowed CN / hostname
+ * on the verified client certificate; `undefined` means accepted, otherwise the error text etcd
+ * reports.
  */
 export function checkAllowedPeer(m: TlsMaterial, socket: tls.TLSSocket): string | undefined {
+  if (m.crl !== undefined) {
+    const revoked = m.crl.rejection(peerChain(socket.getPeerCertificate(true)));
+    if (revoked !== undefined) return revoked;
+  }
   if (m.allowedCns.length === 0 && m.allowedHostnames.length === 0) return undefined;
   const cert = socket.getPeerCertificate();
   if (cert === null || Object.keys(cert).length === 0) return 'client certificate authentication failed';

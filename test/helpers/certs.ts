@@ -108,3 +108,26 @@ export function generateKubeadmPki(members: MemberSans[], dir?: string): Kubeadm
   const strangerClient = makeLeaf(strangerDir, 'client', strangerCa, '/CN=kube-apiserver-etcd-client', ['clientAuth'], []);
   return { dir: root, ca, server, peer, healthcheckClient, apiserverEtcdClient, strangerClient, strangerCa };
 }
+
+/**
+ * A CRL from `ca` revoking `revoked` (openssl ca), written as PEM and DER. `expired`: its
+ * nextUpdate is in the past, as in etcd's own fixture revoke.crl (2021).
+ */
+export function makeCrl(dir: string, ca: CertPair, revoked: CertPair[], opts: { expired?: boolean } = {}): { pem: string; der: string } {
+  const work = fs.mkdtempSync(path.join(dir, 'crl-'));
+  const cnf = path.join(work, 'ca.cnf');
+  fs.writeFileSync(path.join(work, 'index.txt'), '');
+  fs.writeFileSync(cnf, `[ ca ]\ndefault_ca = d\n[ d ]\ndatabase = ${path.join(work, 'index.txt')}\ndefault_md = sha256\ndefault_crl_days = 1\n`);
+  for (const c of revoked) openssl(['ca', '-config', cnf, '-keyfile', ca.key, '-cert', ca.cert, '-revoke', c.cert]);
+  const pem = path.join(work, 'crl.pem');
+  const dates = opts.expired ? ['-crl_lastupdate', '20200101000000Z', '-crl_nextupdate', '20200102000000Z'] : [];
+  openssl(['ca', '-config', cnf, '-keyfile', ca.key, '-cert', ca.cert, '-gencrl', ...dates, '-out', pem]);
+  const der = path.join(work, 'crl.der');
+  openssl(['crl', '-in', pem, '-outform', 'DER', '-out', der]);
+  return { pem, der };
+}
+
+/** A certificate's serial as `openssl x509 -serial` prints it (upper-case hex). */
+export function certSerial(c: CertPair): string {
+  return execFileSync('openssl', ['x509', '-in', c.cert, '-noout', '-serial'], { encoding: 'utf8', timeout: OPENSSL_TIMEOUT_MS }).trim().replace(/^serial=/, '');
+}

@@ -14,7 +14,7 @@ import { listenClientUrls, type ClientListeners } from '../../../src/api/listene
 import { clientConstructor, serviceDefinition } from '../../../src/pb/load';
 import type { TlsFiles } from '../../../src/config/types';
 import { loadTlsMaterial } from '../../../src/tls';
-import { generateKubeadmPki, type CertPair, type KubeadmPki } from '../../helpers/certs';
+import { certSerial, generateKubeadmPki, makeCrl, type CertPair, type KubeadmPki } from '../../helpers/certs';
 import { waitFor } from '../../helpers/wait';
 
 interface Line {
@@ -200,6 +200,23 @@ describe('listenClientUrls with TLS', () => {
       });
       expect(rejected[0]!.fields['remote-addr']).toMatch(/^127\.0\.0\.1:\d+$/);
       expect(rejected.map((r) => String(r.fields['error'])).join('\n')).toMatch(/certificate/);
+    } finally {
+      await l.close();
+    }
+  });
+
+  it('rejects certificates revoked by --client-crl-file after the handshake, even with an expired CRL, as etcd does', async () => {
+    // OpenSSL would refuse every client once the CRL is past its nextUpdate (etcd's own fixture
+    // is from 2021); etcd only looks the serials up.
+    const crl = makeCrl(pki.dir, pki.ca, [pki.healthcheckClient], { expired: true });
+    const { l, lines } = await start({ crlFile: crl.der });
+    try {
+      const target = `127.0.0.1:${l.addresses[0]!.port}`;
+      expect(await healthCheck(target, pki.apiserverEtcdClient)).toBe(1);
+      await expect(healthCheck(target, pki.healthcheckClient)).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
+      const rejected = await waitFor('a rejection', () => lines.find((x) => x.level === 'warn' && x.msg === 'rejected connection'));
+      const serial = certSerial(pki.healthcheckClient).toLowerCase().replace(/^0+/, '');
+      expect(rejected.fields['error']).toBe(`transport: certificate serial ${serial.length % 2 ? '0' + serial : serial} revoked`);
     } finally {
       await l.close();
     }
