@@ -11,7 +11,7 @@ import { createHttpHandler } from './api/http';
 import { listenClientUrls, type ClientListeners } from './api/listener';
 import { idToHex } from './membership/ids';
 import { createMetrics } from './metrics';
-import { channelCredentials, logRejected, resolveMemberTls, serverCredentials, serverTlsOptions, TLS_FLAGS, type MemberTls, type TlsMaterial } from './tls';
+import { channelCredentials, listenPeerTls, logRejected, resolveMemberTls, serverCredentials, serverTlsOptions, TLS_FLAGS, type MemberTls, type TlsMaterial } from './tls';
 import { ServerCredentials } from '@grpc/grpc-js';
 import { servePeerUrls, type PeerServer } from './transport';
 import { startIdleGc } from './runtime/idle_gc';
@@ -170,6 +170,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     const peerTls = memberTls.peer;
     peers = await servePeerUrls(c.listenPeerUrls.map((u) => u.text), server.transport, {
       credentials: peerTls === undefined ? undefined : (secure) => (secure ? serverCredentials(peerTls) : grpcInsecureServer()),
+      // TLS ended by us, so that etcd's checks after the handshake apply on the peer port too.
+      listenSecure: peerTls === undefined ? undefined : (target, accept) => listenPeerTls(target, peerTls, log, accept),
     });
     for (const u of c.listenPeerUrls) log.info('serving peer traffic', { address: u.text });
   } catch (e) {

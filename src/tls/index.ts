@@ -3,3 +3,4 @@ export { checkAllowedPeer, goTlsError, logRejected, type RejectLogger } from './
 export { selfCert, subjectAltNames } from './selfcert';
 export { channelCredentials, serverCredentials } from './grpc_credentials';
 export { resolveMemberTls, TLS_FLAGS, type MemberTls } from './member';
+export { listenPeerTls, type PeerTlsListener } from './peer_listener';

@@ -1,0 +1,69 @@
+// TLS on the peer URLs, terminated here rather than by grpc-js: grpc-js's server credentials have
+// no hook after the handshake, so --peer-cert-allowed-cn, --peer-cert-allowed-hostname and
+// --peer-crl-file could not be applied, nor --cipher-suites and --tls-min/max-version. Each
+// verified connection is handed to the caller (the peer gRPC server's connection injector).
+import net from 'node:net';
+import tls from 'node:tls';
+import { serverTlsOptions, type TlsMaterial } from './material';
+import { checkAllowedPeer, logRejected, type RejectLogger } from './verify';
+
+/** As the client listener's: a silent or half-open handshake is given up after this long. */
+export const PEER_TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
+
+export interface PeerTlsListener {
+  /** The bound port (0 for a unix socket). */
+  port: number;
+  close(): void;
+}
+
+/**
+ * Listens on `target` ("host:port" or "unix:/path", as src/transport names peer targets) with `m`,
+ * passes every connection whose certificate passes etcd's post-handshake checks to `accept`, and
+ * logs the others as "rejected connection".
+ */
+export function listenPeerTls(
+  target: string,
+  m: TlsMaterial,
+  log: RejectLogger,
+  accept: (socket: tls.TLSSocket) => void,
+  handshakeTimeoutMs: number = PEER_TLS_HANDSHAKE_TIMEOUT_MS,
+): Promise<PeerTlsListener> {
+  const sockets = new Set<net.Socket>();
+  const srv = tls.createServer({ ...serverTlsOptions(m, ['h2']), handshakeTimeout: handshakeTimeoutMs });
+  srv.on('connection', (raw: net.Socket) => {
+    sockets.add(raw);
+    raw.on('close', () => sockets.delete(raw));
+  });
+  srv.on('secureConnection', (s: tls.TLSSocket) => {
+    const rejected = checkAllowedPeer(m, s);
+    if (rejected !== undefined) {
+      logRejected(log, s, new Error(rejected));
+      s.destroy();
+      return;
+    }
+    accept(s);
+  });
+  srv.on('tlsClientError', (err: Error, s: tls.TLSSocket) => {
+    logRejected(log, s, err);
+    s.destroy();
+  });
+  const close = (): void => {
+    srv.close();
+    for (const s of sockets) s.destroy();
+  };
+  return new Promise((resolve, reject) => {
+    srv.once('error', reject);
+    const done = (): void => {
+      srv.off('error', reject);
+      const addr = srv.address();
+      resolve({ port: addr !== null && typeof addr === 'object' ? addr.port : 0, close });
+    };
+    if (target.startsWith('unix:')) {
+      srv.listen(target.slice('unix:'.length), done);
+    } else {
+      const at = target.lastIndexOf(':');
+      const host = target.slice(0, at).replace(/^\[(.*)\]$/, '$1');
+      srv.listen({ host: host === '' ? undefined : host, port: Number(target.slice(at + 1)) }, done);
+    }
+  });
+}
