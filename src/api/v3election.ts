@@ -9,10 +9,13 @@ import type * as pb from '../pb/types';
 import { Event_EventType } from '../pb/types';
 import type { EtcdServerApi } from '../server/types';
 import type { WatchStreamEvent } from '../watch/types';
+import { callAuth } from './auth';
 import {
   SLASH,
   SingleWatch,
+  asCaller,
   asConcurrencyError,
+  type ConcurrencyApi,
   callSignal,
   concurrencyUnary,
   createRevisionIs,
@@ -40,27 +43,27 @@ const MISSING_LEADER_KEY = '"leader" field must be provided';
 const NOT_LEADER = 'election: not leader';
 const NO_LEADER = 'election: no leader';
 
-export function createElectionService(api: EtcdServerApi): ElectionService {
+export function createElectionService(server: EtcdServerApi): ElectionService {
   return {
-    Campaign: concurrencyUnary((req, signal) => campaign(api, req, signal)),
-    Proclaim: concurrencyUnary(async (req: pb.ProclaimRequest, signal) => {
+    Campaign: concurrencyUnary(server, (api, req, signal) => campaign(api, req, signal)),
+    Proclaim: concurrencyUnary(server, async (api, req: pb.ProclaimRequest, signal) => {
       const leader = requireLeader(req.leader);
       const lease = await sessionLease(api, leader.lease, signal);
       const header = await proclaim(api, leader.key, leader.rev, lease, req.value);
       return { header };
     }),
-    Leader: concurrencyUnary(async (req: pb.LeaderRequest) => {
+    Leader: concurrencyUnary(server, async (api, req: pb.LeaderRequest) => {
       const resp = await api.range(createMessage('etcdserverpb.RangeRequest', firstCreateRange(electionPrefix(req.name))));
       if (resp.kvs.length === 0) throw new EtcdError(Code.Unknown, NO_LEADER);
       return { header: resp.header, kv: resp.kvs[0] };
     }),
     Observe: (call) => {
-      observe(api, call).then(
+      observe(asCaller(server, callAuth(call)), call).then(
         () => call.end(),
         (e: unknown) => call.emit('error', asConcurrencyError(e)),
       );
     },
-    Resign: concurrencyUnary(async (req: pb.ResignRequest, signal) => {
+    Resign: concurrencyUnary(server, async (api, req: pb.ResignRequest, signal) => {
       const leader = requireLeader(req.leader);
       // etcd opens a session here too, which grants a lease when none is given.
       await sessionLease(api, leader.lease, signal);
@@ -78,7 +81,7 @@ function requireLeader(leader: pb.LeaderKey | null): pb.LeaderKey {
   return leader;
 }
 
-async function campaign(api: EtcdServerApi, req: pb.CampaignRequest, signal: AbortSignal): Promise<pb.CampaignResponse> {
+async function campaign(api: ConcurrencyApi, req: pb.CampaignRequest, signal: AbortSignal): Promise<pb.CampaignResponse> {
   const lease = await sessionLease(api, req.lease, signal);
   const prefix = electionPrefix(req.name);
   const key = leaseKey(prefix, lease);
@@ -115,7 +118,7 @@ async function campaign(api: EtcdServerApi, req: pb.CampaignRequest, signal: Abo
 
 /** Replace the leader's value, only while `key` is still the one created at `rev`. */
 async function proclaim(
-  api: EtcdServerApi,
+  api: ConcurrencyApi,
   key: Buffer,
   rev: string,
   lease: string,
@@ -132,7 +135,7 @@ async function proclaim(
 }
 
 /** Delete the leader key if it is still ours; not being leader is not an error. */
-async function resign(api: EtcdServerApi, key: Buffer, rev: string): Promise<pb.ResponseHeader | null> {
+async function resign(api: ConcurrencyApi, key: Buffer, rev: string): Promise<pb.ResponseHeader | null> {
   const resp = await api.txn(
     createMessage('etcdserverpb.TxnRequest', {
       compare: [createRevisionIs(key, rev)],
@@ -148,7 +151,7 @@ async function resign(api: EtcdServerApi, key: Buffer, rev: string): Promise<pb.
  * as etcd's Observe does.
  */
 async function observe(
-  api: EtcdServerApi,
+  api: ConcurrencyApi,
   call: grpc.ServerWritableStream<pb.LeaderRequest, pb.LeaderResponse>,
 ): Promise<void> {
   const signal = callSignal(call);
@@ -177,7 +180,7 @@ async function observe(
 }
 
 async function firstPut(
-  api: EtcdServerApi,
+  api: ConcurrencyApi,
   prefix: Buffer,
   fromRev: string,
   signal: AbortSignal,
@@ -196,7 +199,7 @@ async function firstPut(
 
 /** Send each new value of the leader key until it is deleted. */
 async function followLeader(
-  api: EtcdServerApi,
+  api: ConcurrencyApi,
   leader: pb.KeyValue,
   fromRev: string,
   send: (msg: pb.LeaderResponse) => Promise<void>,

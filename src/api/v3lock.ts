@@ -17,7 +17,8 @@ import {
   RangeRequest_SortOrder,
   RangeRequest_SortTarget,
 } from '../pb/types';
-import type { EtcdServerApi } from '../server/types';
+import type { CallAuth, EtcdServerApi } from '../server/types';
+import { callAuth } from './auth';
 import type { WatchCreateParams, WatchStream, WatchStreamEvent } from '../watch/types';
 
 export type LockService = {
@@ -25,17 +26,17 @@ export type LockService = {
   Unlock: grpc.handleUnaryCall<pb.UnlockRequest, pb.UnlockResponse>;
 };
 
-export function createLockService(api: EtcdServerApi): LockService {
+export function createLockService(server: EtcdServerApi): LockService {
   return {
-    Lock: concurrencyUnary((req, signal) => lock(api, req, signal)),
-    Unlock: concurrencyUnary(async (req) => {
+    Lock: concurrencyUnary(server, (api, req, signal) => lock(api, req, signal)),
+    Unlock: concurrencyUnary(server, async (api, req) => {
       const resp = await api.deleteRange(createMessage('etcdserverpb.DeleteRangeRequest', { key: req.key }));
       return { header: resp.header };
     }),
   };
 }
 
-async function lock(api: EtcdServerApi, req: pb.LockRequest, signal: AbortSignal): Promise<pb.LockResponse> {
+async function lock(api: ConcurrencyApi, req: pb.LockRequest, signal: AbortSignal): Promise<pb.LockResponse> {
   const lease = await sessionLease(api, req.lease, signal);
   const prefix = Buffer.concat([req.name, SLASH]);
   const myKey = leaseKey(prefix, lease);
@@ -69,6 +70,26 @@ async function lock(api: EtcdServerApi, req: pb.LockRequest, signal: AbortSignal
 
 // ---- shared with v3election.ts ----
 
+/** What the lock and election algorithms use of the server. */
+export type ConcurrencyApi = Pick<EtcdServerApi, 'range' | 'txn' | 'deleteRange' | 'leaseGrant' | 'openWatchStream' | 'header'>;
+
+/**
+ * The server acting for the caller: its reads and writes are checked against the caller's
+ * permissions (token or client-certificate CN), as etcd's lock and election services call the KV
+ * service with the incoming request's context. With auth enabled and no credentials they fail as
+ * a KV call would ('user name is empty').
+ */
+export function asCaller(server: EtcdServerApi, ctx: CallAuth): ConcurrencyApi {
+  return {
+    range: (req) => server.range(req, ctx),
+    txn: (req) => server.txn(req, ctx),
+    deleteRange: (req) => server.deleteRange(req, ctx),
+    leaseGrant: (req) => server.leaseGrant(req),
+    openWatchStream: (sink) => server.openWatchStream(sink),
+    header: (revision) => server.header(revision),
+  };
+}
+
 export const SLASH = Buffer.from('/');
 
 /** etcd's clientv3 session TTL when the request names no lease. */
@@ -83,7 +104,7 @@ const WATCH_QUEUE_HARD_LIMIT = 1024;
  * The lease a lock or campaign runs under. etcd's server-side session grants a fresh
  * 60-second lease when the request carries none and never keeps it alive.
  */
-export async function sessionLease(api: EtcdServerApi, lease: string, signal: AbortSignal): Promise<string> {
+export async function sessionLease(api: ConcurrencyApi, lease: string, signal: AbortSignal): Promise<string> {
   if (lease !== '0') return lease;
   throwIfAborted(signal);
   const resp = await api.leaseGrant(
@@ -150,7 +171,7 @@ export function decrement(rev: string): string {
  * Resolves with the header of the final, empty read.
  */
 export async function waitDeletes(
-  api: EtcdServerApi,
+  api: ConcurrencyApi,
   prefix: Buffer,
   maxCreateRev: string,
   signal: AbortSignal,
@@ -173,7 +194,7 @@ export async function waitDeletes(
 }
 
 /** Resolve once `key` sees a DELETE at or after revision `fromRev`. */
-export async function waitDelete(api: EtcdServerApi, key: Buffer, fromRev: string, signal: AbortSignal): Promise<void> {
+export async function waitDelete(api: ConcurrencyApi, key: Buffer, fromRev: string, signal: AbortSignal): Promise<void> {
   const watch = new SingleWatch(api, { key, startRevision: toRevision(fromRev) });
   try {
     for (;;) {
@@ -191,7 +212,7 @@ export function toRevision(rev: string): number {
   return n;
 }
 
-async function deleteKeyQuietly(api: EtcdServerApi, key: Buffer): Promise<void> {
+async function deleteKeyQuietly(api: ConcurrencyApi, key: Buffer): Promise<void> {
   try {
     await api.deleteRange(createMessage('etcdserverpb.DeleteRangeRequest', { key }));
   } catch {
@@ -211,7 +232,7 @@ export class SingleWatch {
   private failure: Error | null = null;
   private closed = false;
 
-  constructor(api: EtcdServerApi, params: Partial<WatchCreateParams> & { key: Buffer }) {
+  constructor(api: ConcurrencyApi, params: Partial<WatchCreateParams> & { key: Buffer }) {
     this.stream = api.openWatchStream((ev) => this.push(ev));
     try {
       this.createWatcher(params);
@@ -314,11 +335,12 @@ export function callSignal(call: { on(event: 'cancelled', listener: () => void):
 }
 
 export function concurrencyUnary<Req, Res>(
-  fn: (req: Req, signal: AbortSignal) => Promise<Res>,
+  server: EtcdServerApi,
+  fn: (api: ConcurrencyApi, req: Req, signal: AbortSignal) => Promise<Res>,
 ): grpc.handleUnaryCall<Req, Res> {
   return (call, callback) => {
     const signal = callSignal(call);
-    fn(call.request, signal).then(
+    fn(asCaller(server, callAuth(call)), call.request, signal).then(
       (res) => callback(null, res),
       (e: unknown) => callback(asConcurrencyError(e)),
     );

@@ -109,6 +109,16 @@ describe('auth', () => {
     expect(w.stderr() + w.stdout()).toContain('etcdserver: permission denied');
   });
 
+  it('runs lock and election as the caller, checked like its KV requests', async () => {
+    // etcd's v3lock/v3election call KV with the request's own context: no credentials, no lock.
+    expect(await fails(['lock', 'mylock', '--', 'echo', 'held'])).toBe('Error: etcdserver: user name is empty');
+    expect(await ok([...ROOT, 'lock', 'mylock', '--', 'echo', 'held'])).toBe('held\n');
+    // Alice may read pre/ but not write it: the lock's queue key is a write.
+    expect(await fails([...ALICE, 'lock', 'pre/l', '--', 'echo', 'held'])).toBe('Error: etcdserver: permission denied');
+    expect(await fails(['elect', 'myelection', 'v'])).toBe('Error: etcdserver: user name is empty');
+    expect(await fails([...ALICE, 'elect', 'pre/e', 'v'])).toBe('Error: etcdserver: permission denied');
+  });
+
   it('changes passwords, forgets deleted users and disables auth as root', async () => {
     const r = await etcdctl([...ROOT, 'user', 'passwd', 'alice', '--interactive=false'], { endpoint: m.clientHostPort, input: 'newpw\n' });
     expect(r.stdout).toBe('Password updated\n');
