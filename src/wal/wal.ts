@@ -124,12 +124,19 @@ function encodeRecords(hs: HardState | null, entries: Entry[], snap: SnapshotMet
   return buf;
 }
 
-function decodeEntryPayload(p: Buffer): Entry {
+function entryIndexOf(p: Buffer): number {
   assert(p.length >= ENTRY_HEADER_BYTES, 'WAL entry record too short');
+  return p.readUInt32BE(8) * 0x100000000 + p.readUInt32BE(12);
+}
+
+function decodeEntryPayload(p: Buffer): Entry {
+  const index = entryIndexOf(p);
   const term = p.readUInt32BE(0) * 0x100000000 + p.readUInt32BE(4);
-  const index = p.readUInt32BE(8) * 0x100000000 + p.readUInt32BE(12);
-  // Copy: the entry outlives the file buffer it was read from.
-  return { term, index, type: p.readUInt8(16), data: Buffer.from(p.subarray(ENTRY_HEADER_BYTES)) };
+  // Copy: the entry outlives the file buffer it was read from. copy(), not Buffer.from(subarray):
+  // 7 vs 44 ms per 28 MB in a micro-benchmark; Buffer.from was 144 ms of a restart's profile.
+  const data = Buffer.allocUnsafe(p.length - ENTRY_HEADER_BYTES);
+  p.copy(data, 0, ENTRY_HEADER_BYTES);
+  return { term, index, type: p.readUInt8(16), data };
 }
 
 /** Replay state while reading segments in order. */
@@ -162,8 +169,9 @@ class Replay {
         return;
       }
       case RecordType.Entry: {
+        // History below the snapshot is skipped before its data is copied.
+        if (entryIndexOf(payload) <= this.base) return;
         const e = decodeEntryPayload(payload);
-        if (e.index <= this.base) return;
         const es = this.entries;
         if (es.length === 0) {
           assert.equal(e.index, this.base + 1, `WAL does not continue from its snapshot ${this.base} at ${where}`);
@@ -184,10 +192,10 @@ class Replay {
 }
 
 /** Valid records of one segment file, and where the intact part ends. */
-function scanSegment(buf: Buffer, each: (type: number, payload: Buffer, at: number) => void): number {
+function scanSegment(buf: Buffer, each: (type: number, payload: Buffer, at: number) => void, verifiedUpTo = 0): number {
   let at = 0;
   for (;;) {
-    const r = readRecord(buf, at);
+    const r = readRecord(buf, at, verifiedUpTo);
     if (!r) return at;
     each(r.type, r.payload, at);
     at = r.end;
@@ -197,16 +205,21 @@ function scanSegment(buf: Buffer, each: (type: number, payload: Buffer, at: numb
 /** Replays the segment files in order into the log's contents (the last one's bytes when already read). */
 function replaySegments(dir: string, segs: Segment[], lastBuf?: Buffer): WalContents {
   const bufs = segs.map((s, i) => (i === segs.length - 1 && lastBuf ? lastBuf : fs.readFileSync(s.file)));
-  // First pass: the newest snapshot decides where the live log starts.
+  // First pass: the newest snapshot decides where the live log starts. It checks the CRCs (open()
+  // already checked the last segment's), so the second pass need not.
   let base = 0;
-  for (const buf of bufs) {
-    scanSegment(buf, (type, payload) => {
-      if (type === RecordType.Snapshot) base = Math.max(base, decodeSnapshotMeta(payload).index);
-    });
-  }
+  const intact = bufs.map((buf, i) =>
+    scanSegment(
+      buf,
+      (type, payload) => {
+        if (type === RecordType.Snapshot) base = Math.max(base, decodeSnapshotMeta(payload).index);
+      },
+      i === bufs.length - 1 && lastBuf ? lastBuf.length : 0,
+    ),
+  );
   const replay = new Replay(base);
   for (let i = 0; i < bufs.length; i++) {
-    const end = scanSegment(bufs[i], (type, payload, at) => replay.record(type, payload, `${segs[i].file}:${at}`));
+    const end = scanSegment(bufs[i], (type, payload, at) => replay.record(type, payload, `${segs[i].file}:${at}`), intact[i]);
     // Only the last segment may end in a torn write; an earlier one was complete when the next began.
     if (i < bufs.length - 1) assert.equal(end, bufs[i].length, `WAL segment ${segs[i].file} is damaged at offset ${end}`);
   }
