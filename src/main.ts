@@ -2,6 +2,7 @@
 import http from 'node:http';
 import * as grpcjs from '@grpc/grpc-js';
 import https from 'node:https';
+import type tls from 'node:tls';
 import { emitNotices, loggerForConfig, parseConfig, reportParseResult } from './config';
 import type { Config } from './config/types';
 import type { Logger } from './log';
@@ -11,7 +12,7 @@ import { createHttpHandler } from './api/http';
 import { listenClientUrls, type ClientListeners } from './api/listener';
 import { idToHex } from './membership/ids';
 import { createMetrics } from './metrics';
-import { channelCredentials, listenPeerTls, logRejected, resolveMemberTls, serverCredentials, serverTlsOptions, TLS_FLAGS, type MemberTls, type TlsMaterial } from './tls';
+import { channelCredentials, checkAllowedPeer, listenPeerTls, logRejected, resolveMemberTls, serverCredentials, serverTlsOptions, TLS_FLAGS, type MemberTls, type TlsMaterial } from './tls';
 import { ServerCredentials } from '@grpc/grpc-js';
 import { servePeerUrls, type PeerServer } from './transport';
 import { startIdleGc } from './runtime/idle_gc';
@@ -73,6 +74,15 @@ async function listenPlainHttp(
       const hs = https.createServer({ ...serverTlsOptions(tlsMaterial, ['http/1.1']), handshakeTimeout: 10_000 }, handler);
       hs.on('tlsClientError', (err: Error, sock) => {
         logRejected(log, sock, err);
+        sock.destroy();
+      });
+      // etcd's checks after the handshake (CRL serials, allowed hostname), as on the client URLs;
+      // destroyed in the same turn, before the HTTP parser has read anything.
+      const material = tlsMaterial;
+      hs.on('secureConnection', (sock: tls.TLSSocket) => {
+        const rejected = checkAllowedPeer(material, sock);
+        if (rejected === undefined) return;
+        logRejected(log, sock, new Error(rejected));
         sock.destroy();
       });
       s = hs;
