@@ -22,7 +22,7 @@ export interface TlsMaterial {
   key: Buffer;
   /** PEM of the trusted CAs; undefined means Node's bundled roots, as Go falls back to the system pool. */
   ca: Buffer | undefined;
-  /** --client-crl-file, checked after each handshake (crl.ts). */
+  /** --client-crl-file or --peer-crl-file, checked after each handshake (crl.ts). */
   crl: CrlFile | undefined;
   minVersion: tls.SecureVersion;
   maxVersion: tls.SecureVersion;

@@ -1,5 +1,5 @@
-// What etcd checks and logs around a TLS handshake: --*-cert-allowed-cn / -hostname on the peer
-// certificate, and one "rejected connection" warning per failed handshake.
+// What etcd checks and logs around a TLS handshake: the CRL (--*-crl-file) and --*-cert-allowed-cn /
+// -hostname on the peer certificate, and one "rejected connection" warning per failed handshake.
 import tls from 'node:tls';
 import { peerChain } from './crl';
 import type { TlsMaterial } from './material';
@@ -9,9 +9,9 @@ export interface RejectLogger {
 }
 
 /**
- * etcd checks the client's certificates against --client-crl-file, then the allowed CN / hostname
- * on the verified client certificate; `undefined` means accepted, otherwise the error text etcd
- * reports.
+ * etcd checks the client's certificates against the CRL (--client-crl-file, --peer-crl-file), then
+ * the allowed CN / hostname on the verified client certificate; `undefined` means accepted,
+ * otherwise the error text etcd reports.
  */
 export function checkAllowedPeer(m: TlsMaterial, socket: tls.TLSSocket): string | undefined {
   if (m.crl !== undefined) {
