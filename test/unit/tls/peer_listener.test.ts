@@ -4,7 +4,10 @@ import fs from 'node:fs';
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TlsFiles } from '../../../src/config/types';
-import { listenPeerTls, loadTlsMaterial } from '../../../src/tls';
+import * as grpc from '@grpc/grpc-js';
+import { healthService } from '../../../src/api/health';
+import { clientConstructor, serviceDefinition } from '../../../src/pb/load';
+import { channelCredentials, listenPeerTls, loadTlsMaterial, type TlsCommon } from '../../../src/tls';
 import { generateKubeadmPki, makeCrl, type CertPair, type KubeadmPki } from '../../helpers/certs';
 import { waitFor } from '../../helpers/wait';
 
@@ -49,10 +52,12 @@ function dial(port: number, client: CertPair): Promise<boolean> {
   });
 }
 
+const DEFAULT_COMMON: TlsCommon = { tlsMinVersion: '', tlsMaxVersion: '', cipherSuites: [] };
+
 async function serve(over: Partial<TlsFiles>) {
   const lines: { msg: string; fields: Record<string, unknown> }[] = [];
   const log = { warn: (msg: string, fields: Record<string, unknown> = {}) => lines.push({ msg, fields }) };
-  const m = loadTlsMaterial(peerFiles(over), { tlsMinVersion: '', tlsMaxVersion: '', cipherSuites: [] });
+  const m = loadTlsMaterial(peerFiles(over), DEFAULT_COMMON);
   const l = await listenPeerTls('127.0.0.1:0', m, log, (s) => s.end('ok'));
   return { l, lines };
 }
@@ -81,6 +86,34 @@ describe('peer TLS listener', () => {
       expect(r.map((x) => String(x.fields['error'])).join('\n')).toMatch(/transport: certificate serial [0-9a-f]+ revoked/);
     } finally {
       l.close();
+    }
+  });
+
+  it('dials peers with the TLS versions and cipher suites the flags set, as etcd does', async () => {
+    // A peer port that speaks TLS 1.3 only, serving gRPC on the verified connections.
+    const server = new grpc.Server();
+    server.addService(serviceDefinition('grpc.health.v1.Health'), healthService(() => true));
+    const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+    const log = { warn: () => undefined };
+    const l = await listenPeerTls('127.0.0.1:0', loadTlsMaterial(peerFiles({}), { ...DEFAULT_COMMON, tlsMinVersion: 'TLS1.3' }), log, (s) => injector.injectConnection(s));
+    const check = (common: TlsCommon): Promise<number> => {
+      const Ctor = clientConstructor('grpc.health.v1.Health');
+      const material = loadTlsMaterial(peerFiles({ certFile: pki.peer.get('node-b')!.cert, keyFile: pki.peer.get('node-b')!.key }), common);
+      const c = new Ctor(`127.0.0.1:${l.port}`, channelCredentials(material), { 'grpc.use_local_subchannel_pool': 1 });
+      return new Promise<number>((resolve, reject) => {
+        c.check({ service: '' }, { deadline: Date.now() + 3000 }, (err: grpc.ServiceError | null, res: { status: number } | undefined) => {
+          c.close();
+          if (err) reject(err);
+          else resolve(res!.status);
+        });
+      });
+    };
+    try {
+      expect(await check(DEFAULT_COMMON)).toBe(1);
+      await expect(check({ ...DEFAULT_COMMON, tlsMaxVersion: 'TLS1.2' })).rejects.toMatchObject({ code: grpc.status.UNAVAILABLE });
+    } finally {
+      l.close();
+      server.forceShutdown();
     }
   });
 });
