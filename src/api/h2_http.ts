@@ -70,7 +70,11 @@ class H2Response extends EventEmitter {
   statusCode = 200;
   private readonly pending = new Map<string, OutgoingValue>();
 
-  constructor(private readonly stream: H2Stream) {
+  /** `headOnly`: a HEAD request, whose response has headers and no body (as Node's ServerResponse). */
+  constructor(
+    private readonly stream: H2Stream,
+    private readonly headOnly: boolean,
+  ) {
     super();
     stream.on('drain', () => this.emit('drain'));
     stream.on('close', () => this.emit('close'));
@@ -102,12 +106,13 @@ class H2Response extends EventEmitter {
 
   write(chunk: string | Buffer): boolean {
     this.sendHeaders();
+    if (this.headOnly) return true;
     return this.stream.write(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
   }
 
   end(chunk?: string | Buffer): this {
     this.sendHeaders();
-    if (chunk === undefined) this.stream.end();
+    if (chunk === undefined || this.headOnly) this.stream.end();
     else this.stream.end(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
     return this;
   }
@@ -130,7 +135,7 @@ export type HttpRequestListener = (req: http.IncomingMessage, res: http.ServerRe
 /** Serves one HTTP/2 stream that is not a gRPC call with the HTTP/1.1 request listener. */
 export function serveHttpOverH2(stream: H2Stream, headers: IncomingHeaders, listener: HttpRequestListener): void {
   const req = new H2Request(stream, headers, stream.session.socket as Socket);
-  const res = new H2Response(stream);
+  const res = new H2Response(stream, req.method === 'HEAD');
   // The listener (src/api/http.ts and the gateway) uses only what the classes above provide:
   // method, url, headers, socket and the readable side; writeHead, setHeader, write, end,
   // headersSent, destroy, 'close' and 'drain'. Tested in test/unit/tls/listener.test.ts.

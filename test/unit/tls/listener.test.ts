@@ -149,7 +149,7 @@ describe('listenClientUrls with TLS', () => {
       req.setEncoding('utf8');
       req.on('data', (d: string) => (body += d));
       req.on('end', () => {
-        res.setHeader('X-Seen', `${req.method} ${req.url} ${req.headers['content-type'] ?? ''}`);
+        res.setHeader('X-Seen', `${req.method} ${req.url} ${req.headers['content-type'] ?? '-'}`);
         res.writeHead(201, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
         res.write(`{"got":${JSON.stringify(body)}}\n`);
         res.end('{"last":true}\n');
@@ -180,6 +180,20 @@ describe('listenClientUrls with TLS', () => {
       expect(reply.headers['x-seen']).toBe('POST /v3/kv/put?x=1 application/json');
       expect(reply.headers).not.toHaveProperty('transfer-encoding');
       expect(reply.body).toBe('{"got":"{\\"key\\":\\"Zm9v\\"}"}\n{"last":true}\n');
+      // HEAD: the handler's headers, no body (as Node's ServerResponse does on HTTP/1.1).
+      const head = await new Promise<{ headers: http2.IncomingHttpHeaders; body: string }>((resolve, reject) => {
+        const req = session.request({ ':method': 'HEAD', ':path': '/h' });
+        let body = '';
+        let headers: http2.IncomingHttpHeaders = {};
+        req.on('response', (h) => (headers = h));
+        req.on('data', (d: Buffer) => (body += d.toString()));
+        req.on('end', () => resolve({ headers, body }));
+        req.on('error', reject);
+        req.end();
+      });
+      expect(head.headers[':status']).toBe(201);
+      expect(head.headers['x-seen']).toBe('HEAD /h -');
+      expect(head.body).toBe('');
       // gRPC still goes to gRPC on the same port.
       expect(await healthCheck(`127.0.0.1:${port}`, pki.apiserverEtcdClient)).toBe(1);
     } finally {
