@@ -12,7 +12,7 @@ import { createHttpHandler } from './api/http';
 import { listenClientUrls, type ClientListeners } from './api/listener';
 import { idToHex } from './membership/ids';
 import { createMetrics } from './metrics';
-import { channelCredentials, checkAllowedPeer, listenPeerTls, logRejected, resolveMemberTls, serverCredentials, serverTlsOptions, TLS_FLAGS, type MemberTls, type TlsMaterial } from './tls';
+import { admitVerifiedPeer, channelCredentials, listenPeerTls, logRejected, resolveMemberTls, serverCredentials, serverTlsOptions, TLS_FLAGS, type MemberTls, type TlsMaterial } from './tls';
 import { ServerCredentials } from '@grpc/grpc-js';
 import { servePeerUrls, type PeerServer } from './transport';
 import { startIdleGc } from './runtime/idle_gc';
@@ -77,14 +77,9 @@ async function listenPlainHttp(
         sock.destroy();
       });
       // etcd's checks after the handshake (CRL serials, allowed hostname), as on the client URLs;
-      // destroyed in the same turn, before the HTTP parser has read anything.
+      // a rejected socket is destroyed before the HTTP parser has read anything.
       const material = tlsMaterial;
-      hs.on('secureConnection', (sock: tls.TLSSocket) => {
-        const rejected = checkAllowedPeer(material, sock);
-        if (rejected === undefined) return;
-        logRejected(log, sock, new Error(rejected));
-        sock.destroy();
-      });
+      hs.on('secureConnection', (sock: tls.TLSSocket) => admitVerifiedPeer(material, sock, log));
       s = hs;
     } else {
       s = http.createServer(handler);

@@ -12,7 +12,7 @@ import * as grpc from '@grpc/grpc-js';
 import { grpcStreamEntry } from '../grpcjs/stream_hook';
 import { H2Connection } from '../h2/connection';
 import { PREFACE } from '../h2/frames';
-import { checkAllowedPeer, logRejected, serverTlsOptions, type TlsMaterial } from '../tls';
+import { admitVerifiedPeer, logRejected, serverTlsOptions, type TlsMaterial } from '../tls';
 import { createGatewayDir, GATEWAY_SOCKET_NAME, sweepStaleGatewayDirs } from './gateway_dir';
 import { injectWithAuthorityFix } from './h2_authority';
 import { isGrpcRequest, serveHttpOverH2 } from './h2_http';
@@ -163,12 +163,7 @@ export async function listenClientUrls(
   };
 
   const routeSecure = (socket: tls.TLSSocket, m: TlsMaterial, unixPath: string | undefined): void => {
-    const rejected = checkAllowedPeer(m, socket);
-    if (rejected !== undefined) {
-      logRejected(log, socket, new Error(rejected));
-      socket.destroy();
-      return;
-    }
+    if (!admitVerifiedPeer(m, socket, log)) return;
     if (closing) {
       socket.destroy();
       return;

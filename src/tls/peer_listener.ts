@@ -5,7 +5,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { serverTlsOptions, type TlsMaterial } from './material';
-import { checkAllowedPeer, logRejected, type RejectLogger } from './verify';
+import { admitVerifiedPeer, logRejected, type RejectLogger } from './verify';
 
 /** As the client listener's: a silent or half-open handshake is given up after this long. */
 export const PEER_TLS_HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -35,13 +35,7 @@ export function listenPeerTls(
     raw.on('close', () => sockets.delete(raw));
   });
   srv.on('secureConnection', (s: tls.TLSSocket) => {
-    const rejected = checkAllowedPeer(m, s);
-    if (rejected !== undefined) {
-      logRejected(log, s, new Error(rejected));
-      s.destroy();
-      return;
-    }
-    accept(s);
+    if (admitVerifiedPeer(m, s, log)) accept(s);
   });
   srv.on('tlsClientError', (err: Error, s: tls.TLSSocket) => {
     logRejected(log, s, err);

@@ -33,6 +33,19 @@ export function checkAllowedPeer(m: TlsMaterial, socket: tls.TLSSocket): string 
   return 'client certificate authentication failed';
 }
 
+/**
+ * Runs checkAllowedPeer on a connection whose handshake just completed: a rejected one is logged as
+ * "rejected connection" and destroyed in the same turn (before anything reads from it). Returns
+ * whether it was admitted. The client, peer and metrics listeners all take connections this way.
+ */
+export function admitVerifiedPeer(m: TlsMaterial, socket: tls.TLSSocket, log: RejectLogger): boolean {
+  const rejected = checkAllowedPeer(m, socket);
+  if (rejected === undefined) return true;
+  logRejected(log, socket, new Error(rejected));
+  socket.destroy();
+  return false;
+}
+
 /** OpenSSL's reasons, said the way Go's crypto/tls says them in etcd's logs. */
 export function goTlsError(e: Error & { code?: string }): string {
   const code = e.code ?? '';
