@@ -88,21 +88,17 @@ export function opensslCiphers(goNames: string[]): string {
   return out.join(':');
 }
 
-function readCrl(file: string): CrlFile {
+/** `read(file)`, its failure said as etcd says it: `open <file>: <reason> (<flag>)`. */
+function readFlagFile<T>(what: string, file: string, read: (file: string) => T): T {
   try {
-    return new CrlFile(file);
+    return read(file);
   } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new Error(`open ${file}: ${code === 'ENOENT' ? 'no such file or directory' : (e as Error).message} (crl-file)`);
+    throw new Error(`open ${file}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file or directory' : (e as Error).message} (${what})`);
   }
 }
 
 function readPem(what: string, file: string): Buffer {
-  try {
-    return fs.readFileSync(file);
-  } catch (e) {
-    throw new Error(`open ${file}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file or directory' : (e as Error).message} (${what})`);
-  }
+  return readFlagFile(what, file, (f) => fs.readFileSync(f));
 }
 
 /** Reads the files named by the TLS flags. Throws with the file name when one cannot be read. */
@@ -128,7 +124,7 @@ export function loadTlsMaterial(files: TlsFiles, common: TlsCommon, selfSigned =
     cert: readPem('cert-file', files.certFile),
     key: readPem('key-file', files.keyFile),
     ca: files.trustedCaFile === '' ? undefined : readPem('trusted-ca-file', files.trustedCaFile),
-    crl: files.crlFile === '' ? undefined : readCrl(files.crlFile),
+    crl: files.crlFile === '' ? undefined : readFlagFile('crl-file', files.crlFile, (f) => new CrlFile(f)),
     minVersion: secureVersion(common.tlsMinVersion, 'TLSv1.2'),
     maxVersion: secureVersion(common.tlsMaxVersion, 'TLSv1.3'),
     ciphers: common.cipherSuites.length > 0 ? opensslCiphers(common.cipherSuites) : '',
