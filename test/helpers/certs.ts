@@ -5,6 +5,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { TlsFiles } from '../../src/config/types';
 
 export interface CertPair {
   cert: string;
@@ -130,4 +131,22 @@ export function makeCrl(dir: string, ca: CertPair, revoked: CertPair[], opts: { 
 /** A certificate's serial as `openssl x509 -serial` prints it (upper-case hex). */
 export function certSerial(c: CertPair): string {
   return execFileSync('openssl', ['x509', '-in', c.cert, '-noout', '-serial'], { encoding: 'utf8', timeout: OPENSSL_TIMEOUT_MS }).trim().replace(/^serial=/, '');
+}
+
+/** The TLS flags of a member serving `pair`, trusting `ca` and requiring client certificates. */
+export function mutualTlsFiles(pair: CertPair, ca: CertPair, over: Partial<TlsFiles> = {}): TlsFiles {
+  return {
+    certFile: pair.cert,
+    keyFile: pair.key,
+    clientCertFile: '',
+    clientKeyFile: '',
+    trustedCaFile: ca.cert,
+    clientCertAuth: true,
+    crlFile: '',
+    allowedHostnames: [],
+    allowedCns: [],
+    autoTls: false,
+    skipClientSanVerify: false,
+    ...over,
+  };
 }

@@ -14,7 +14,7 @@ import { listenClientUrls, type ClientListeners } from '../../../src/api/listene
 import { clientConstructor, serviceDefinition } from '../../../src/pb/load';
 import type { TlsFiles } from '../../../src/config/types';
 import { loadTlsMaterial } from '../../../src/tls';
-import { certSerial, generateKubeadmPki, makeCrl, type CertPair, type KubeadmPki } from '../../helpers/certs';
+import { certSerial, generateKubeadmPki, makeCrl, mutualTlsFiles, type CertPair, type KubeadmPki } from '../../helpers/certs';
 import { waitFor } from '../../helpers/wait';
 
 interface Line {
@@ -35,21 +35,7 @@ afterAll(() => {
 });
 
 function files(over: Partial<TlsFiles>): TlsFiles {
-  const server = pki.server.get('node-a')!;
-  return {
-    certFile: server.cert,
-    keyFile: server.key,
-    clientCertFile: '',
-    clientKeyFile: '',
-    trustedCaFile: pki.ca.cert,
-    clientCertAuth: true,
-    crlFile: '',
-    allowedHostnames: [],
-    allowedCns: [],
-    autoTls: false,
-    skipClientSanVerify: false,
-    ...over,
-  };
+  return mutualTlsFiles(pki.server.get('node-a')!, pki.ca, over);
 }
 
 type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;

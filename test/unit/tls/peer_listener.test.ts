@@ -8,7 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import { healthService } from '../../../src/api/health';
 import { clientConstructor, serviceDefinition } from '../../../src/pb/load';
 import { channelCredentials, listenPeerTls, loadTlsMaterial, type TlsCommon } from '../../../src/tls';
-import { generateKubeadmPki, makeCrl, type CertPair, type KubeadmPki } from '../../helpers/certs';
+import { generateKubeadmPki, makeCrl, mutualTlsFiles, type CertPair, type KubeadmPki } from '../../helpers/certs';
 import { waitFor } from '../../helpers/wait';
 
 let pki: KubeadmPki;
@@ -23,21 +23,7 @@ afterAll(() => {
 });
 
 function peerFiles(over: Partial<TlsFiles>): TlsFiles {
-  const peer = pki.peer.get('node-a')!;
-  return {
-    certFile: peer.cert,
-    keyFile: peer.key,
-    clientCertFile: '',
-    clientKeyFile: '',
-    trustedCaFile: pki.ca.cert,
-    clientCertAuth: true,
-    crlFile: '',
-    allowedHostnames: [],
-    allowedCns: [],
-    autoTls: false,
-    skipClientSanVerify: false,
-    ...over,
-  };
+  return mutualTlsFiles(pki.peer.get('node-a')!, pki.ca, over);
 }
 
 /** Connects as `client`; resolves true when the server accepted the connection (it answers 'ok'). */
