@@ -16,8 +16,6 @@ import {
   FLAG_ACK,
   FLAG_END_HEADERS,
   FLAG_END_STREAM,
-  FLAG_PADDED,
-  FLAG_PRIORITY,
   FRAME_HEADER_BYTES,
   FrameType,
   MAX_FRAME_BYTES_CEILING,
@@ -29,6 +27,7 @@ import {
   u32Frame,
 } from './frames';
 import { stripScheme } from './authority';
+import { ConnectionError, FrameSplitter, HeaderBlockCollector, unpad, type HeaderBlock } from './frame_reader';
 import { HpackDecoder, HpackError, encodeHeaders, type OutgoingValue } from './hpack';
 import { H2Stream, type StreamOwner } from './stream';
 
@@ -79,8 +78,6 @@ const HEADERS_PROTO: object = Object.freeze(Object.create(null) as object);
 
 /** Longest a PING ACK waits for a response to travel with (queueAck). */
 export const PING_ACK_DELAY_MS = 5;
-/** Incoming bytes held for an incomplete frame: a frame header plus the largest frame we accept. */
-const MAX_PARTIAL_FRAME_BYTES = FRAME_HEADER_BYTES + DEFAULT_MAX_FRAME_BYTES;
 /** One write gathers frames up to this size into one buffer; beyond it, a vectored write. */
 const COALESCE_BYTES = 64 * 1024;
 
@@ -100,24 +97,16 @@ function headerBlock(headers: Readonly<Record<string, OutgoingValue>>): Buffer {
   return block;
 }
 
-class ConnectionError extends Error {
-  constructor(
-    readonly code: ErrorCode,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
 export class H2Connection implements StreamOwner {
   private readonly streams = new Map<number, H2Stream>();
   private readonly decoder = new HpackDecoder();
   private readonly maxConcurrentStreams: number;
   private lastStreamId = 0;
-  private prefaceSeen = false;
-  private pending: Buffer | undefined;
-  /** A header block being collected across CONTINUATION frames. */
-  private headerBlock: { streamId: number; flags: number; parts: Buffer[]; bytes: number } | undefined;
+  private readonly frames = new FrameSplitter((type, flags, streamId, payload) => {
+    this.onFrame(type, flags, streamId, payload);
+    return !this.closed;
+  }, PREFACE);
+  private readonly headerBlocks = new HeaderBlockCollector(MAX_HEADER_BLOCK_BYTES);
 
   // Flow control. Receive: what the peer may still send us before our next WINDOW_UPDATE.
   private recvWindow = DEFAULT_WINDOW_BYTES;
@@ -236,43 +225,12 @@ export class H2Connection implements StreamOwner {
 
   private onData(chunk: Buffer): void {
     if (this.closed) return;
-    let buf = chunk;
-    if (this.pending !== undefined) {
-      buf = Buffer.concat([this.pending, chunk]);
-      this.pending = undefined;
-    }
-    let pos = 0;
     try {
-      if (!this.prefaceSeen) {
-        if (buf.length < PREFACE.length) {
-          if (!PREFACE.subarray(0, buf.length).equals(buf)) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad connection preface');
-          this.pending = buf;
-          return;
-        }
-        if (!PREFACE.equals(buf.subarray(0, PREFACE.length))) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad connection preface');
-        this.prefaceSeen = true;
-        pos = PREFACE.length;
-      }
-      while (buf.length - pos >= FRAME_HEADER_BYTES && !this.closed) {
-        const length = (buf[pos]! << 16) | (buf[pos + 1]! << 8) | buf[pos + 2]!;
-        if (length > DEFAULT_MAX_FRAME_BYTES) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, `frame of ${length} bytes`);
-        if (buf.length - pos < FRAME_HEADER_BYTES + length) break;
-        const type = buf[pos + 3]!;
-        const flags = buf[pos + 4]!;
-        const streamId = buf.readUInt32BE(pos + 5) & 0x7fffffff;
-        const payload = buf.subarray(pos + FRAME_HEADER_BYTES, pos + FRAME_HEADER_BYTES + length);
-        pos += FRAME_HEADER_BYTES + length;
-        this.onFrame(type, flags, streamId, payload);
-      }
+      this.frames.feed(chunk);
     } catch (e) {
       if (e instanceof ConnectionError) return this.goaway(e.code, e.message);
       if (e instanceof HpackError) return this.goaway(ErrorCode.COMPRESSION_ERROR, e.message);
       throw e;
-    }
-    if (pos < buf.length && !this.closed) {
-      assert(buf.length - pos <= MAX_PARTIAL_FRAME_BYTES, 'partial frame over its bound');
-      // Copy: the rest may be a small tail of a large read.
-      this.pending = Buffer.from(buf.subarray(pos));
     }
     if (this.windowOpened && !this.closed) {
       // A large response waits a round trip per window; on a busy loop the next turn can be
@@ -283,7 +241,7 @@ export class H2Connection implements StreamOwner {
   }
 
   private onFrame(type: number, flags: number, streamId: number, payload: Buffer): void {
-    if (this.headerBlock !== undefined && type !== FrameType.CONTINUATION) {
+    if (this.headerBlocks.open && type !== FrameType.CONTINUATION) {
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'expected CONTINUATION');
     }
     switch (type) {
@@ -326,15 +284,6 @@ export class H2Connection implements StreamOwner {
     }
   }
 
-  /** The payload without its padding (PADDED flag); `extra` bytes of fields precede the content. */
-  private unpad(flags: number, payload: Buffer, extra: number): Buffer {
-    if ((flags & FLAG_PADDED) === 0) return extra === 0 ? payload : payload.subarray(extra);
-    if (payload.length < 1) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'padded frame without pad length');
-    const pad = payload[0]!;
-    if (1 + extra + pad > payload.length) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'padding beyond the frame');
-    return payload.subarray(1 + extra, payload.length - pad);
-  }
-
   private onDataFrame(flags: number, streamId: number, payload: Buffer): void {
     if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
     if (streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
@@ -355,7 +304,7 @@ export class H2Connection implements StreamOwner {
       return;
     }
     recv.window -= payload.length;
-    const data = this.unpad(flags, payload, 0);
+    const data = unpad(flags, payload, 0);
     const padding = payload.length - data.length;
     if (padding > 0) {
       this.creditConnection(padding);
@@ -376,24 +325,17 @@ export class H2Connection implements StreamOwner {
 
   private onHeaders(flags: number, streamId: number, payload: Buffer): void {
     if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS on stream 0');
-    const fragment = this.unpad(flags, payload, flags & FLAG_PRIORITY ? 5 : 0);
-    this.headerBlock = { streamId, flags, parts: [fragment], bytes: fragment.length };
-    if (flags & FLAG_END_HEADERS) this.endHeaderBlock();
+    const hb = this.headerBlocks.headers(flags, streamId, payload);
+    if (hb !== undefined) this.endHeaderBlock(hb);
   }
 
   private onContinuation(flags: number, streamId: number, payload: Buffer): void {
-    const hb = this.headerBlock;
-    if (hb === undefined || hb.streamId !== streamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'unexpected CONTINUATION');
-    hb.parts.push(payload);
-    hb.bytes += payload.length;
-    if (hb.bytes > MAX_HEADER_BLOCK_BYTES) throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header block too large');
-    if (flags & FLAG_END_HEADERS) this.endHeaderBlock();
+    const hb = this.headerBlocks.continuation(flags, streamId, payload);
+    if (hb !== undefined) this.endHeaderBlock(hb);
   }
 
-  private endHeaderBlock(): void {
-    const hb = this.headerBlock!;
-    this.headerBlock = undefined;
-    const block = hb.parts.length === 1 ? hb.parts[0]! : Buffer.concat(hb.parts, hb.bytes);
+  private endHeaderBlock(hb: HeaderBlock): void {
+    const block = hb.block;
     const headers = Object.create(HEADERS_PROTO) as IncomingHeaders;
     let listBytes = 0;
     // Decoded even for a stream we refuse: the HPACK table must see every block.
@@ -667,6 +609,7 @@ export class H2Connection implements StreamOwner {
   private teardown(err: Error | undefined): void {
     if (this.closed) return;
     this.closed = true;
+    this.frames.clear();
     if (this.keepaliveTimer !== undefined) clearInterval(this.keepaliveTimer);
     if (this.keepaliveDeadline !== undefined) clearTimeout(this.keepaliveDeadline);
     if (this.ackTimer !== undefined) clearTimeout(this.ackTimer);

@@ -15,8 +15,6 @@ import {
   FLAG_ACK,
   FLAG_END_HEADERS,
   FLAG_END_STREAM,
-  FLAG_PADDED,
-  FLAG_PRIORITY,
   FRAME_HEADER_BYTES as H2_FRAME_HEADER_BYTES,
   FrameType,
   MAX_WINDOW_BYTES,
@@ -26,6 +24,7 @@ import {
   frameHeader,
   u32Frame,
 } from '../h2/frames';
+import { ConnectionError, FrameSplitter, HeaderBlockCollector, type HeaderBlock } from '../h2/frame_reader';
 import { HpackDecoder, encodeHeaders } from '../h2/hpack';
 import type { PeerTarget } from './urls';
 
@@ -115,10 +114,13 @@ export class RawClientStream {
   private pingOutstanding = false;
   private readonly keepalive: NodeJS.Timeout;
 
-  /** Bytes of an incomplete frame. */
-  private pending: Buffer | undefined;
+  /** Splits the socket's bytes into frames, keeping an incomplete one for the next read. */
+  private readonly frames = new FrameSplitter((type, flags, streamId, payload) => {
+    this.onFrame(type, flags, streamId, payload);
+    return !this.ended;
+  });
   /** A header block being collected across CONTINUATION frames. */
-  private headerBlock: { flags: number; parts: Buffer[]; bytes: number } | undefined;
+  private readonly headerBlocks = new HeaderBlockCollector(MAX_HEADER_BLOCK_BYTES);
   private responseSeen = false;
 
   // Send flow control: what the peer lets us send, connection-wide and on the stream.
@@ -234,78 +236,42 @@ export class RawClientStream {
 
   private onData(chunk: Buffer): void {
     if (this.ended) return;
-    const buf = this.pending === undefined ? chunk : Buffer.concat([this.pending, chunk]);
-    this.pending = undefined;
-    let pos = 0;
-    while (buf.length - pos >= H2_FRAME_HEADER_BYTES) {
-      const length = buf.readUIntBE(pos, 3);
-      // We never raise SETTINGS_MAX_FRAME_SIZE, so nothing larger may come.
-      if (length > DEFAULT_MAX_FRAME_BYTES) {
-        this.fail(ErrorCode.FRAME_SIZE_ERROR, `frame of ${length} bytes`);
-        return;
-      }
-      if (buf.length - pos < H2_FRAME_HEADER_BYTES + length) break;
-      const type = buf[pos + 3]!;
-      const flags = buf[pos + 4]!;
-      const streamId = buf.readUInt32BE(pos + 5) & 0x7fffffff;
-      const payload = buf.subarray(pos + H2_FRAME_HEADER_BYTES, pos + H2_FRAME_HEADER_BYTES + length);
-      pos += H2_FRAME_HEADER_BYTES + length;
-      this.onFrame(type, flags, streamId, payload);
-      if (this.ended) return;
+    try {
+      this.frames.feed(chunk);
+    } catch (e) {
+      if (!(e instanceof ConnectionError)) throw e;
+      this.fail(e.code, e.message);
     }
-    if (pos < buf.length) this.pending = Buffer.from(buf.subarray(pos));
   }
 
   private onFrame(type: number, flags: number, streamId: number, payload: Buffer): void {
-    if (this.headerBlock !== undefined && type !== FrameType.CONTINUATION) {
-      this.fail(ErrorCode.PROTOCOL_ERROR, 'header block interrupted');
-      return;
+    if (this.headerBlocks.open && type !== FrameType.CONTINUATION) {
+      throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'header block interrupted');
     }
     switch (type) {
       case FrameType.DATA:
         this.onDataFrame(flags, streamId, payload.length);
         return;
       case FrameType.HEADERS: {
-        if (streamId !== STREAM_ID) {
-          this.fail(ErrorCode.PROTOCOL_ERROR, `HEADERS on stream ${streamId}`);
-          return;
-        }
-        let body = payload;
-        if (flags & FLAG_PADDED) {
-          const pad = body[0] ?? 0;
-          if (body.length < 1 + pad) {
-            this.fail(ErrorCode.PROTOCOL_ERROR, 'bad padding');
-            return;
-          }
-          body = body.subarray(1, body.length - pad);
-        }
-        if (flags & FLAG_PRIORITY) body = body.subarray(5);
-        this.headerBlock = { flags, parts: [body], bytes: body.length };
-        if (flags & FLAG_END_HEADERS) this.endHeaderBlock();
+        if (streamId !== STREAM_ID) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `HEADERS on stream ${streamId}`);
+        const hb = this.headerBlocks.headers(flags, streamId, payload);
+        if (hb !== undefined) this.endHeaderBlock(hb);
         return;
       }
       case FrameType.CONTINUATION: {
-        const hb = this.headerBlock;
-        if (hb === undefined || streamId !== STREAM_ID) {
-          this.fail(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without HEADERS');
-          return;
-        }
-        hb.parts.push(payload);
-        hb.bytes += payload.length;
-        if (hb.bytes > MAX_HEADER_BLOCK_BYTES) {
-          this.fail(ErrorCode.ENHANCE_YOUR_CALM, 'header block too large');
-          return;
-        }
-        if (flags & FLAG_END_HEADERS) this.endHeaderBlock();
+        const hb = this.headerBlocks.continuation(flags, streamId, payload);
+        if (hb !== undefined) this.endHeaderBlock(hb);
         return;
       }
       case FrameType.RST_STREAM:
+        if (payload.length !== 4) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'bad RST_STREAM');
         if (streamId === STREAM_ID) this.end(grpc.status.UNAVAILABLE, `stream reset by peer (code ${payload.readUInt32BE(0)})`);
         return;
       case FrameType.SETTINGS:
         this.onSettings(flags, payload);
         return;
       case FrameType.PING:
+        if (payload.length !== 8) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'bad PING');
         if (flags & FLAG_ACK) this.pingOutstanding = false;
         else this.socket.write(frame(FrameType.PING, FLAG_ACK, 0, Buffer.from(payload)));
         return;
@@ -313,6 +279,7 @@ export class RawClientStream {
         this.end(grpc.status.UNAVAILABLE, 'peer closed the connection');
         return;
       case FrameType.WINDOW_UPDATE: {
+        if (payload.length !== 4) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'bad WINDOW_UPDATE');
         const inc = payload.readUInt32BE(0) & 0x7fffffff;
         if (streamId === 0) this.connectionWindow += inc;
         else if (streamId === STREAM_ID) this.streamWindow += inc;
@@ -363,13 +330,11 @@ export class RawClientStream {
     this.pump();
   }
 
-  private endHeaderBlock(): void {
-    const hb = this.headerBlock!;
-    this.headerBlock = undefined;
+  private endHeaderBlock(hb: HeaderBlock): void {
     const fields = new Map<string, string>();
     try {
       // Every block goes through the decoder: its table changes with each.
-      this.decoder.decode(hb.parts.length === 1 ? hb.parts[0]! : Buffer.concat(hb.parts, hb.bytes), (name, value) => {
+      this.decoder.decode(hb.block, (name, value) => {
         if (!fields.has(name)) fields.set(name, value);
       });
     } catch (e) {
@@ -415,7 +380,7 @@ export class RawClientStream {
     this.ended = true;
     clearInterval(this.keepalive);
     this.outQueue.length = 0;
-    this.pending = undefined;
+    this.frames.clear();
     // At once, as a peer that stopped reading would hold a graceful close open: whatever is
     // still unwritten (a GOAWAY) is lost, which the peer learns from the close instead.
     this.socket.destroy();

@@ -138,6 +138,31 @@ describe('RawClientStream', () => {
     expect(events.ended).toMatchObject({ code: 14, details: 'keepalive timeout' });
   });
 
+  it('answers malformed frames from the server with GOAWAY and ends INTERNAL, without throwing', async () => {
+    // RST_STREAM with a 1-byte payload (must be 4), then a split frame header (kept across reads).
+    for (const bad of [Buffer.from([0, 0, 1, 0x3, 0, 0, 0, 0, 1, 7]), Buffer.from([0x40, 0, 0, 0x0, 0, 0, 0, 0, 1])]) {
+      const got: Buffer[] = [];
+      const srv = net.createServer((s) => {
+        s.on('error', () => {});
+        s.on('data', (d) => got.push(d));
+        closers.push(() => s.destroy());
+        // Split anywhere: the client must put the frame back together before judging it.
+        s.write(bad.subarray(0, 5));
+        setImmediate(() => s.write(bad.subarray(5)));
+      });
+      await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+      closers.push(() => srv.close());
+      const { events } = client((srv.address() as AddressInfo).port);
+      await waitFor('events.ended !== undefined', () => events.ended !== undefined, { timeoutMs: 5000 });
+      expect(events.ended).toMatchObject({ code: 13 });
+      // The last frame the client sent is a GOAWAY (type 7) with FRAME_SIZE_ERROR (6).
+      const sent = Buffer.concat(got);
+      const goaway = sent.subarray(sent.length - 17);
+      expect(goaway[3]).toBe(0x7);
+      expect(goaway.readUInt32BE(9 + 4)).toBe(6);
+    }
+  });
+
   it('ends UNAVAILABLE when nothing listens', async () => {
     const probe = net.createServer();
     await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
