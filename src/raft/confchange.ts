@@ -138,6 +138,7 @@ export function applySimpleChange(t: ProgressTracker, cc: ConfChange, lastIndex:
       throw new Error(`unexpected conf type ${cc.type}`);
   }
   assert(c.voters.size > 0);
+  c.membershipChanged();
   c.checkInvariants();
   return c;
 }
@@ -155,6 +156,7 @@ export function restoreTracker(maxInflight: number, cs: ConfState, lastIndex: nu
     t.learners.add(id);
     initProgress(t, id, true, lastIndex);
   }
+  t.membershipChanged();
   t.checkInvariants();
   return t;
 }

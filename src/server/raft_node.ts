@@ -58,8 +58,12 @@ export class RaftNode {
   private running = false;
   private stopped = false;
   private ticker: NodeJS.Timeout | null = null;
-  private idle: Promise<void> = Promise.resolve();
-  private idleResolve: (() => void) | null = null;
+  /** stop() waiting for the running cycle to end (at most one per stop() call). */
+  private readonly idleWaiters: Array<() => void> = [];
+  /** Made once: kick() runs per Ready cycle, several per client write in a cluster. */
+  private readonly runSoon = (): void => {
+    this.run().catch((e) => this.hooks.fatal(e));
+  };
 
   constructor(
     readonly raw: RawNode,
@@ -114,10 +118,7 @@ export class RaftNode {
   private kick(): void {
     if (this.running || this.stopped) return;
     this.running = true;
-    this.idle = new Promise((res) => (this.idleResolve = res));
-    setImmediate(() => {
-      this.run().catch((e) => this.hooks.fatal(e));
-    });
+    setImmediate(this.runSoon);
   }
 
   private drainInbox(): void {
@@ -179,9 +180,7 @@ export class RaftNode {
       }
     } finally {
       this.running = false;
-      const r = this.idleResolve;
-      this.idleResolve = null;
-      r?.();
+      for (const resolve of this.idleWaiters.splice(0)) resolve();
       if (!this.stopped && this.inbox.length > 0) this.kick();
     }
   }
@@ -275,9 +274,8 @@ export class RaftNode {
   async stop(): Promise<void> {
     if (this.ticker) clearInterval(this.ticker);
     this.ticker = null;
-    const idle = this.idle;
     this.stopped = true;
     this.inbox.length = 0;
-    await idle;
+    if (this.running) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
   }
 }
