@@ -1,0 +1,74 @@
+// Prints README's performance table from a battery's results.json, optionally beside an earlier
+// run's: per case the median QPS of each system, the median of the per-repeat ratios ours/etcd
+// with their range (repeat i of each system ran back to back, so their ratio shares the machine's
+// state), the earlier run's median ratio, p99 medians, and CPU per request ours/etcd.
+//   node dist/scripts/bench/compare.js NEW/results.json [BEFORE/results.json]
+import fs from 'node:fs';
+import { type CaseResult, type Sample, fmt, median, summarize } from './table';
+
+interface Results {
+  cases: CaseResult[];
+}
+
+/** README's wording for the battery's case names. */
+function label(name: string): string {
+  const m = /^(put|range-l|range-s)-(\d+)c(-3m)?$/.exec(name);
+  if (m) {
+    const what = { put: 'put', 'range-l': 'range linearizable', 'range-s': 'range serializable' }[m[1]!]!;
+    const clients = m[2] === '1' ? '1 client' : `${m[2]} clients`;
+    return `${m[3] ? '3 members: ' : ''}${what}, ${clients}`;
+  }
+  const fixed: Record<string, string> = {
+    'range-1000keys': 'range of 1000 keys',
+    'txn-put': 'txn-put',
+    'lease-keepalive': 'lease keepalive',
+    'watch-latency': 'watch latency (events/s)',
+    'watch-fanout': 'watch fan-out (events/s)',
+  };
+  return fixed[name] ?? name;
+}
+
+/** Ratios ours/etcd of the repeats both systems completed, in repeat order. */
+function pairedRatios(c: CaseResult, pick: (s: Sample) => number): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < Math.min(c.etcd.length, c.ours.length); i++) {
+    const e = c.etcd[i]!;
+    const o = c.ours[i]!;
+    if (e.ok && o.ok && pick(e) > 0) out.push(pick(o) / pick(e));
+  }
+  return out;
+}
+
+const cpuPerOp = (s: Sample): number => (s.requests > 0 ? s.cpuSec / s.requests : 0);
+
+function row(c: CaseResult, before: CaseResult | undefined): string | null {
+  const e = summarize(c.etcd);
+  const o = summarize(c.ours);
+  if (e === null || o === null || c.name.startsWith('large-') || c.name === 'idle-watchers' || c.name === 'kube-mix') return null;
+  const qr = pairedRatios(c, (s) => s.qps);
+  const ratioCell = qr.length === 0 ? 'n/a' : `${median(qr).toFixed(2)}x (${Math.min(...qr).toFixed(2)}-${Math.max(...qr).toFixed(2)})`;
+  const met = qr.length > 0 && median(qr) >= 1;
+  const br = before ? pairedRatios(before, (s) => s.qps) : [];
+  const beforeCell = br.length === 0 ? 'new' : `${median(br).toFixed(2)}x`;
+  const cr = pairedRatios(c, cpuPerOp);
+  const cpuCell = cr.length === 0 ? 'n/a' : `${median(cr).toFixed(2)}x`;
+  return `| ${label(c.name)} | ${fmt(e.qps)} | ${fmt(o.qps)} | ${met ? `**${ratioCell}**` : ratioCell} | ${beforeCell} | ${fmt(e.p99Ms)} | ${fmt(o.p99Ms)} | ${cpuCell} |`;
+}
+
+function main(): void {
+  const [newPath, beforePath] = process.argv.slice(2);
+  if (!newPath) {
+    console.error('usage: compare NEW/results.json [BEFORE/results.json]');
+    process.exit(2);
+  }
+  const now = JSON.parse(fs.readFileSync(newPath, 'utf8')) as Results;
+  const before = beforePath ? (JSON.parse(fs.readFileSync(beforePath, 'utf8')) as Results) : undefined;
+  console.log('| case | etcd QPS | ours QPS | ours/etcd (range of runs) | before | etcd p99 ms | ours p99 ms | CPU/op ours/etcd |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
+  for (const c of now.cases) {
+    const r = row(c, before?.cases.find((b) => b.name === c.name));
+    if (r !== null) console.log(r);
+  }
+}
+
+main();
