@@ -7,7 +7,7 @@ import type * as http2 from 'node:http2';
 export const FRAME_HEADER_BYTES = 5;
 
 /** grpc-js's response headers (defaultResponseHeaders + defaultCompressionHeaders). */
-// Frozen: src/h2 encodes a frozen header object once and reuses the block.
+// Frozen: src/h2 indexes the fields of frozen header objects in the client's HPACK table (FrozenHeaderEncoder).
 export const RESPONSE_HEADERS: http2.OutgoingHttpHeaders = Object.freeze({
   ':status': 200,
   'content-type': 'application/grpc+proto',

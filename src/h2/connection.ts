@@ -28,7 +28,7 @@ import {
 } from './frames';
 import { stripScheme } from './authority';
 import { ConnectionError, FrameSplitter, HeaderBlockCollector, unpad, type HeaderBlock } from './frame_reader';
-import { HpackDecoder, HpackError, encodeHeaders, type OutgoingValue } from './hpack';
+import { FrozenHeaderEncoder, HpackDecoder, HpackError, type OutgoingValue } from './hpack';
 import { H2Stream, type StreamOwner } from './stream';
 
 /** Request headers as Node's http2 gives them: lowercase names, repeated fields as arrays. */
@@ -81,25 +81,10 @@ export const PING_ACK_DELAY_MS = 5;
 /** One write gathers frames up to this size into one buffer; beyond it, a vectored write. */
 const COALESCE_BYTES = 64 * 1024;
 
-/**
- * Header blocks of frozen header objects (the constant response headers and OK trailers every
- * call sends), encoded once: a frozen object cannot change under its cached block.
- */
-const frozenBlocks = new WeakMap<object, Buffer>();
-
-function headerBlock(headers: Readonly<Record<string, OutgoingValue>>): Buffer {
-  if (!Object.isFrozen(headers)) return encodeHeaders(headers);
-  let block = frozenBlocks.get(headers);
-  if (block === undefined) {
-    block = encodeHeaders(headers);
-    frozenBlocks.set(headers, block);
-  }
-  return block;
-}
-
 export class H2Connection implements StreamOwner {
   private readonly streams = new Map<number, H2Stream>();
   private readonly decoder = new HpackDecoder();
+  private readonly encoder = new FrozenHeaderEncoder();
   private readonly maxConcurrentStreams: number;
   private lastStreamId = 0;
   private readonly frames = new FrameSplitter((type, flags, streamId, payload) => {
@@ -174,7 +159,7 @@ export class H2Connection implements StreamOwner {
 
   sendHeaders(stream: H2Stream, headers: Readonly<Record<string, OutgoingValue>>, endStream: boolean): void {
     if (this.closed) return;
-    const block = headerBlock(headers);
+    const block = this.encoder.encode(headers);
     // Headers must not overtake DATA already queued for the stream (trailers come after it).
     assert(!endStream || stream.outQueue.length === 0, `stream ${stream.id}: END_STREAM headers with DATA queued`);
     let flags = endStream ? FLAG_END_STREAM : 0;
@@ -401,7 +386,11 @@ export class H2Connection implements StreamOwner {
       } else if (id === Setting.ENABLE_PUSH) {
         if (value > 1) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad enable push');
       }
-      // HEADER_TABLE_SIZE: our encoder keeps no table. The rest do not bind a server.
+      else if (id === Setting.HEADER_TABLE_SIZE) {
+        // Blocks encoded from here on follow this SETTINGS' ACK (queued below) on the wire.
+        this.encoder.setPeerTableSize(value);
+      }
+      // The rest do not bind a server.
     }
     this.queue(frame(FrameType.SETTINGS, FLAG_ACK, 0, Buffer.alloc(0)));
   }

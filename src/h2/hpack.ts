@@ -1,6 +1,7 @@
 // HPACK (RFC 7541) for the server side of an HTTP/2 connection: a full decoder (static and
-// dynamic table, Huffman-coded strings) for the header blocks clients send, and an encoder that
-// never indexes, so the peer's table size does not concern us and our side keeps no table.
+// dynamic table, Huffman-coded strings) for the header blocks clients send; an encoder that never
+// indexes (encodeHeaders); and a per-connection one (FrozenHeaderEncoder) that indexes only the
+// fields of constant header objects, which never fill the peer's table.
 import assert from 'node:assert';
 import { huffmanDecode } from './huffman';
 
@@ -166,16 +167,18 @@ export type OutgoingValue = string | number | readonly string[] | undefined;
  */
 export function encodeHeaders(headers: Readonly<Record<string, OutgoingValue>>): Buffer {
   const parts: Buffer[] = [];
-  const add = (name: string, value: string): void => {
-    if (/[\0\r\n]/.test(value)) throw new HpackError(`invalid value for header ${name}`);
+  forEachField(headers, (name, value) => {
     if (name === ':status' && STATUS_INDEX[value] !== undefined) {
       parts.push(Buffer.from([0x80 | STATUS_INDEX[value]!]));
       return;
     }
-    const n = Buffer.from(name.toLowerCase(), 'latin1');
-    const v = Buffer.from(value, 'latin1');
-    parts.push(Buffer.from([0]), encodeInt(n.length, 7, 0), n, encodeInt(v.length, 7, 0), v);
-  };
+    parts.push(literal(name, value, false));
+  });
+  return Buffer.concat(parts);
+}
+
+/** Pseudo-headers first (RFC 9113 section 8.3), each value of an array as its own field. */
+function forEachField(headers: Readonly<Record<string, OutgoingValue>>, f: (name: string, value: string) => void): void {
   const names = Object.keys(headers);
   for (const pseudo of [true, false]) {
     for (const name of names) {
@@ -183,13 +186,95 @@ export function encodeHeaders(headers: Readonly<Record<string, OutgoingValue>>):
       const v = headers[name];
       if (v === undefined) continue;
       if (Array.isArray(v)) {
-        for (const one of v as readonly string[]) add(name, String(one));
+        for (const one of v as readonly string[]) f(name.toLowerCase(), String(one));
       } else {
-        add(name, String(v));
+        f(name.toLowerCase(), String(v));
       }
     }
   }
-  return Buffer.concat(parts);
+}
+
+/** A literal field with a new name: with incremental indexing (0x40) or without (0x00). */
+function literal(name: string, value: string, indexing: boolean): Buffer {
+  if (/[\0\r\n]/.test(value)) throw new HpackError(`invalid value for header ${name}`);
+  const n = Buffer.from(name, 'latin1');
+  const v = Buffer.from(value, 'latin1');
+  return Buffer.concat([Buffer.from([indexing ? 0x40 : 0]), encodeInt(n.length, 7, 0), n, encodeInt(v.length, 7, 0), v]);
+}
+
+/**
+ * Every response carries the same headers and trailers (frozen objects: content-type, grpc-encoding,
+ * grpc-status 0, ...). Sent as literals they were ~150 bytes per response and a string allocation
+ * per field in the client's decoder; indexed in the peer's dynamic table, a byte each. Only fields of
+ * frozen objects are indexed, so the table holds a handful of entries and never evicts: the index of
+ * an entry is fixed by how many were inserted after it. Other header objects go out as literals
+ * without indexing (encodeHeaders) and leave the table alone. Blocks must reach the peer in the
+ * order they were encoded (the connection queues each as it is made).
+ */
+export class FrozenHeaderEncoder {
+  /** "name\0value" -> insertion number. */
+  private readonly entries = new Map<string, number>();
+  private inserted = 0;
+  private tableBytes = 0;
+  /** The most of the peer's table we use: its SETTINGS_HEADER_TABLE_SIZE, at most the default. */
+  private limitBytes = DEFAULT_HEADER_TABLE_BYTES;
+  /** A size change the next block must start with (RFC 7541 section 4.2). */
+  private sizeUpdatePending = false;
+  /** Encoded blocks of frozen objects, valid while no entry was inserted since (`inserted`). */
+  private readonly blocks = new WeakMap<object, { inserted: number; block: Buffer }>();
+
+  /** The peer's SETTINGS_HEADER_TABLE_SIZE. Any change empties our use of its table. */
+  setPeerTableSize(bytes: number): void {
+    const limit = Math.min(bytes, DEFAULT_HEADER_TABLE_BYTES);
+    if (limit === this.limitBytes) return;
+    this.limitBytes = limit;
+    this.entries.clear();
+    this.inserted = 0;
+    this.tableBytes = 0;
+    this.sizeUpdatePending = true;
+  }
+
+  encode(headers: Readonly<Record<string, OutgoingValue>>): Buffer {
+    if (!Object.isFrozen(headers)) {
+      if (!this.sizeUpdatePending) return encodeHeaders(headers);
+      return Buffer.concat([this.takeSizeUpdate(), encodeHeaders(headers)]);
+    }
+    const cached = this.blocks.get(headers);
+    if (cached !== undefined && cached.inserted === this.inserted && !this.sizeUpdatePending) return cached.block;
+    const parts: Buffer[] = [];
+    const sizeUpdate = this.sizeUpdatePending;
+    if (sizeUpdate) parts.push(this.takeSizeUpdate());
+    const insertedBefore = this.inserted;
+    forEachField(headers, (name, value) => {
+      if (name === ':status' && STATUS_INDEX[value] !== undefined) {
+        parts.push(Buffer.from([0x80 | STATUS_INDEX[value]!]));
+        return;
+      }
+      const key = `${name}\0${value}`;
+      const seq = this.entries.get(key);
+      if (seq !== undefined) {
+        parts.push(encodeInt(STATIC_TABLE.length + (this.inserted - seq), 7, 0x80));
+        return;
+      }
+      const entryBytes = Buffer.byteLength(name, 'latin1') + Buffer.byteLength(value, 'latin1') + ENTRY_OVERHEAD_BYTES;
+      const indexing = this.tableBytes + entryBytes <= this.limitBytes;
+      parts.push(literal(name, value, indexing));
+      if (!indexing) return;
+      this.entries.set(key, this.inserted);
+      this.inserted++;
+      this.tableBytes += entryBytes;
+    });
+    const block = Buffer.concat(parts);
+    // A block that inserted fields or resized the table is good once; the next one, all indexed, is kept.
+    if (!sizeUpdate && this.inserted === insertedBefore) this.blocks.set(headers, { inserted: this.inserted, block });
+    return block;
+  }
+
+  /** Empties the peer's table (size 0), then allows our limit again: two updates, smallest first. */
+  private takeSizeUpdate(): Buffer {
+    this.sizeUpdatePending = false;
+    return Buffer.concat([encodeInt(0, 5, 0x20), encodeInt(this.limitBytes, 5, 0x20)]);
+  }
 }
 
 /** An HPACK integer with an N-bit prefix; `high` holds the bits above the prefix. */

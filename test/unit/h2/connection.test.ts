@@ -68,6 +68,30 @@ function echo(s: H2Stream, h: IncomingHeaders): void {
 }
 
 describe('H2Connection with Node http2 client', () => {
+  it("indexes constant response headers in the client's HPACK table, also across a table size change", async () => {
+    const HEADERS = Object.freeze({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-encoding': 'identity' });
+    const TRAILERS = Object.freeze({ 'grpc-status': '0', 'grpc-message': 'OK' });
+    const port = await serve((s) => {
+      s.on('data', () => {});
+      s.on('end', () => {
+        s.respond(HEADERS, { waitForTrailers: true });
+        s.once('wantTrailers', () => s.sendTrailers(TRAILERS));
+        s.end(Buffer.from('x'));
+      });
+    });
+    const c = connect(port);
+    const check = async (): Promise<void> => {
+      const r = await request(c, '/svc/M', Buffer.from('a'));
+      expect(r.headers).toMatchObject({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-encoding': 'identity' });
+      expect(r.trailers).toMatchObject({ 'grpc-status': '0', 'grpc-message': 'OK' });
+    };
+    for (let i = 0; i < 5; i++) await check();
+    await new Promise<void>((resolve) => c.settings({ headerTableSize: 64 }, () => resolve()));
+    for (let i = 0; i < 5; i++) await check();
+    await new Promise<void>((resolve) => c.settings({ headerTableSize: 0 }, () => resolve()));
+    for (let i = 0; i < 3; i++) await check();
+  });
+
   it('answers a request with headers, body and trailers', async () => {
     const port = await serve(echo);
     const c = connect(port);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { HpackDecoder, HpackError, encodeHeaders, encodeInt } from '../../../src/h2/hpack';
+import { FrozenHeaderEncoder, HpackDecoder, HpackError, encodeHeaders, encodeInt } from '../../../src/h2/hpack';
 
 const hex = (s: string): Buffer => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 
@@ -87,5 +87,50 @@ describe('HPACK encoder', () => {
   it('encodes integers across continuation bytes (RFC 7541 C.1.2)', () => {
     expect(encodeInt(1337, 5, 0)).toEqual(hex('1f9a0a'));
     expect(encodeInt(10, 5, 0)).toEqual(hex('0a'));
+  });
+});
+
+describe('FrozenHeaderEncoder (one per connection)', () => {
+  const RESPONSE = Object.freeze({ ':status': 200, 'content-type': 'application/grpc+proto', 'grpc-encoding': 'identity' });
+  const TRAILERS = Object.freeze({ 'grpc-status': 0, 'grpc-message': 'OK' });
+  const asFields = (h: Record<string, string | number>): [string, string][] => {
+    const pseudo = Object.entries(h).filter(([n]) => n.startsWith(':'));
+    return [...pseudo, ...Object.entries(h).filter(([n]) => !n.startsWith(':'))].map(([n, v]) => [n, String(v)]);
+  };
+
+  it("indexes constant headers in the peer's table: later blocks are a byte per field and decode the same", () => {
+    const enc = new FrozenHeaderEncoder();
+    const dec = new HpackDecoder();
+    const sizes: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      for (const h of [RESPONSE, TRAILERS, { 'grpc-status': '5', 'grpc-message': `no key ${i}` }]) {
+        const block = enc.encode(h);
+        sizes.push(block.length);
+        expect(decodeAll(dec, block)).toEqual(asFields(h));
+      }
+    }
+    // First round: literals that insert; then one byte per field for the frozen objects.
+    expect(sizes.slice(3, 5)).toEqual([3, 2]);
+    expect(sizes.slice(6, 8)).toEqual([3, 2]);
+    expect(sizes[0]).toBeGreaterThan(40);
+  });
+
+  it('on a new table size from the peer, starts the next block by emptying its table, and indexes only what fits', () => {
+    const enc = new FrozenHeaderEncoder();
+    const dec = new HpackDecoder();
+    decodeAll(dec, enc.encode(RESPONSE));
+    decodeAll(dec, enc.encode(RESPONSE));
+    enc.setPeerTableSize(80); // room for one entry of ~60 bytes
+    const block = enc.encode(TRAILERS);
+    expect(block[0]).toBe(0x20); // size update to 0, then to 80 (RFC 7541 6.3)
+    expect(decodeAll(dec, block)).toEqual(asFields(TRAILERS));
+    for (let i = 0; i < 3; i++) {
+      expect(decodeAll(dec, enc.encode(RESPONSE))).toEqual(asFields(RESPONSE));
+      expect(decodeAll(dec, enc.encode(TRAILERS))).toEqual(asFields(TRAILERS));
+    }
+    enc.setPeerTableSize(0);
+    const none = enc.encode(RESPONSE);
+    expect(decodeAll(dec, none)).toEqual(asFields(RESPONSE));
+    expect(enc.encode(RESPONSE)).toEqual(Buffer.concat([Buffer.from([0x88]), encodeHeaders({ 'content-type': 'application/grpc+proto', 'grpc-encoding': 'identity' })]));
   });
 });
