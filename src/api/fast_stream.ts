@@ -170,6 +170,7 @@ export class FastDuplexCall extends EventEmitter {
   private out: Buffer[] = [];
   private outBytes = 0;
   private flushScheduled = false;
+  private readonly flushBound = (): void => this.flush();
   private needDrain = false;
   private readonly reader: FrameReader;
 
@@ -268,7 +269,11 @@ export class FastDuplexCall extends EventEmitter {
     this.outBytes += frame.length;
     if (!this.flushScheduled) {
       this.flushScheduled = true;
-      process.nextTick(() => this.flush());
+      // A microtask, not nextTick: the apply that emits watch events resolves its proposals after,
+      // and the put's response (queued from those promises' continuations) must not be handed to
+      // its connection before the events: nextTick runs after the whole microtask queue, so the
+      // put's connection was flushed first and watchers heard of a write after its writer did.
+      queueMicrotask(this.flushBound);
     }
     if (this.out.length < WRITE_HIGH_WATER_MESSAGES && this.outBytes + this.stream.writableLength < WRITE_HIGH_WATER_BYTES) return true;
     this.needDrain = true;
