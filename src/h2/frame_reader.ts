@@ -78,7 +78,10 @@ export class FrameSplitter {
 
 /** The payload without its padding (PADDED flag); `extra` bytes of fields precede the content. */
 export function unpad(flags: number, payload: Buffer, extra: number): Buffer {
-  if ((flags & FLAG_PADDED) === 0) return extra === 0 ? payload : payload.subarray(extra);
+  if ((flags & FLAG_PADDED) === 0) {
+    if (payload.length < extra) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'frame shorter than its fields');
+    return extra === 0 ? payload : payload.subarray(extra);
+  }
   if (payload.length < 1) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'padded frame without pad length');
   const pad = payload[0]!;
   if (1 + extra + pad > payload.length) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'padding beyond the frame');

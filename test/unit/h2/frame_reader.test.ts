@@ -79,9 +79,11 @@ describe('unpad', () => {
     expect(unpad(0, Buffer.from('ab'), 0).toString()).toBe('ab');
   });
 
-  it('refuses padding longer than the frame', () => {
+  it('refuses padding longer than the frame, and a frame shorter than its fields', () => {
     expect(connectionError(() => unpad(FLAG_PADDED, Buffer.from([5, 0x61]), 0)).code).toBe(ErrorCode.PROTOCOL_ERROR);
     expect(connectionError(() => unpad(FLAG_PADDED, Buffer.alloc(0), 0)).code).toBe(ErrorCode.PROTOCOL_ERROR);
+    // A HEADERS frame with PRIORITY carries 5 bytes of it before any header block.
+    expect(connectionError(() => unpad(0, Buffer.from([0, 0, 1]), 5)).code).toBe(ErrorCode.FRAME_SIZE_ERROR);
   });
 });
 
