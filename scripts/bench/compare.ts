@@ -4,7 +4,7 @@
 // state), the earlier run's median ratio, p99 medians, and CPU per request ours/etcd.
 //   node dist/scripts/bench/compare.js NEW/results.json [BEFORE/results.json]
 import fs from 'node:fs';
-import { type CaseResult, type Sample, fmt, median, summarize } from './table';
+import { type CaseResult, type Sample, extraLabels, fmt, median, summarize } from './table';
 
 interface Results {
   cases: CaseResult[];
@@ -44,7 +44,8 @@ const cpuPerOp = (s: Sample): number => (s.requests > 0 ? s.cpuSec / s.requests 
 function row(c: CaseResult, before: CaseResult | undefined): string | null {
   const e = summarize(c.etcd);
   const o = summarize(c.ours);
-  if (e === null || o === null || c.name.startsWith('large-') || c.name === 'idle-watchers' || c.name === 'kube-mix') return null;
+  // The harness's own cases (extra figures of their own) have their own table in README.
+  if (e === null || o === null || extraLabels(c).length > 0) return null;
   const qr = pairedRatios(c, (s) => s.qps);
   const ratioCell = qr.length === 0 ? 'n/a' : `${median(qr).toFixed(2)}x (${Math.min(...qr).toFixed(2)}-${Math.max(...qr).toFixed(2)})`;
   const met = qr.length > 0 && median(qr) >= 1;

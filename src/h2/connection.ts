@@ -53,8 +53,6 @@ export interface H2ConnectionOptions {
 export const STREAM_WINDOW_BYTES = 2 * 1024 * 1024;
 /** Receive window of the whole connection: bounds what a connection can have buffered with us. */
 export const CONNECTION_WINDOW_BYTES = 16 * 1024 * 1024;
-/** A header block (HEADERS plus CONTINUATIONs) larger than this ends the connection. */
-export const MAX_HEADER_BLOCK_BYTES = 64 * 1024;
 /** Decoded header list bound (SETTINGS_MAX_HEADER_LIST_SIZE: names, values and 32 bytes per field). */
 export const MAX_HEADER_LIST_BYTES = 64 * 1024;
 /** Our DATA frames never exceed the protocol's default frame size, whatever the peer allows. */
@@ -91,7 +89,7 @@ export class H2Connection implements StreamOwner {
     this.onFrame(type, flags, streamId, payload);
     return !this.closed;
   }, PREFACE);
-  private readonly headerBlocks = new HeaderBlockCollector(MAX_HEADER_BLOCK_BYTES);
+  private readonly headerBlocks = new HeaderBlockCollector();
 
   // Flow control. Receive: what the peer may still send us before our next WINDOW_UPDATE.
   private recvWindow = DEFAULT_WINDOW_BYTES;

@@ -88,6 +88,9 @@ export function unpad(flags: number, payload: Buffer, extra: number): Buffer {
   return payload.subarray(1 + extra, payload.length - pad);
 }
 
+/** A header block (HEADERS plus CONTINUATIONs) larger than this ends the connection, either side's. */
+export const MAX_HEADER_BLOCK_BYTES = 64 * 1024;
+
 /** A complete header block: the HEADERS frame's stream and flags, and the HPACK bytes of all its frames. */
 export interface HeaderBlock {
   streamId: number;
@@ -102,7 +105,7 @@ export interface HeaderBlock {
 export class HeaderBlockCollector {
   private current: { streamId: number; flags: number; parts: Buffer[]; bytes: number } | undefined;
 
-  constructor(private readonly maxBlockBytes: number) {}
+  constructor(private readonly maxBlockBytes = MAX_HEADER_BLOCK_BYTES) {}
 
   get open(): boolean {
     return this.current !== undefined;

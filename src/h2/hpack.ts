@@ -167,13 +167,7 @@ export type OutgoingValue = string | number | readonly string[] | undefined;
  */
 export function encodeHeaders(headers: Readonly<Record<string, OutgoingValue>>): Buffer {
   const parts: Buffer[] = [];
-  forEachField(headers, (name, value) => {
-    if (name === ':status' && STATUS_INDEX[value] !== undefined) {
-      parts.push(Buffer.from([0x80 | STATUS_INDEX[value]!]));
-      return;
-    }
-    parts.push(literal(name, value, false));
-  });
+  forEachField(headers, (name, value) => parts.push(staticStatus(name, value) ?? literal(name, value, false)));
   return Buffer.concat(parts);
 }
 
@@ -192,6 +186,12 @@ function forEachField(headers: Readonly<Record<string, OutgoingValue>>, f: (name
       }
     }
   }
+}
+
+/** ":status" with a value of the static table, as one indexed byte; undefined for anything else. */
+function staticStatus(name: string, value: string): Buffer | undefined {
+  const index = name === ':status' ? STATUS_INDEX[value] : undefined;
+  return index === undefined ? undefined : Buffer.from([0x80 | index]);
 }
 
 /** A literal field with a new name: with incremental indexing (0x40) or without (0x00). */
@@ -246,8 +246,9 @@ export class FrozenHeaderEncoder {
     if (sizeUpdate) parts.push(this.takeSizeUpdate());
     const insertedBefore = this.inserted;
     forEachField(headers, (name, value) => {
-      if (name === ':status' && STATUS_INDEX[value] !== undefined) {
-        parts.push(Buffer.from([0x80 | STATUS_INDEX[value]!]));
+      const status = staticStatus(name, value);
+      if (status !== undefined) {
+        parts.push(status);
         return;
       }
       const key = `${name}\0${value}`;

@@ -67,8 +67,6 @@ function decodeGrpcMessage(v: string | undefined): string {
 
 /** The one stream of the connection (client-initiated streams are odd). */
 const STREAM_ID = 1;
-/** A response header block (HEADERS plus CONTINUATIONs) larger than this ends the connection. */
-const MAX_HEADER_BLOCK_BYTES = 64 * 1024;
 /** Received DATA is credited back once this much has come (the peer sends no messages today). */
 const RECEIVE_CREDIT_BYTES = 32 * 1024;
 /**
@@ -120,7 +118,7 @@ export class RawClientStream {
     return !this.ended;
   });
   /** A header block being collected across CONTINUATION frames. */
-  private readonly headerBlocks = new HeaderBlockCollector(MAX_HEADER_BLOCK_BYTES);
+  private readonly headerBlocks = new HeaderBlockCollector();
   private responseSeen = false;
 
   // Send flow control: what the peer lets us send, connection-wide and on the stream.
