@@ -4,16 +4,16 @@ import type * as pb from '../pb/types';
 import type { CallAuth, EtcdServerApi } from '../server/types';
 import { etcdError } from '../errors';
 import { unary, unimplemented } from './unary';
+import { metadataValues, type MetadataCarrier } from './call_metadata';
 
-interface CallWithMetadata {
-  metadata: grpc.Metadata;
+interface CallWithMetadata extends MetadataCarrier {
   getAuthContext?: () => { sslPeerCertificate?: { subject?: { CN?: string | string[] } } };
 }
 
 /** etcd's AuthInfoFromCtx inputs: the `token` (or gateway `authorization`) metadata and the TLS client CN. */
 export function callAuth(call: CallWithMetadata): CallAuth {
   const out: CallAuth = {};
-  const tok = call.metadata.get('token')[0] ?? call.metadata.get('authorization')[0];
+  const tok = metadataValues(call, 'token')[0] ?? metadataValues(call, 'authorization')[0];
   if (tok !== undefined) out.token = typeof tok === 'string' ? tok : tok.toString('utf8');
   try {
     const cn = call.getAuthContext?.().sslPeerCertificate?.subject?.CN;

@@ -24,14 +24,23 @@ export interface RegisteredHandler {
 
 /** What the metrics layer tracks for one call (see grpc_metrics.ts). */
 export interface CallTracker {
+  /** The handler began (the metrics wrapper of each handler calls it). */
+  begin(): void;
   received(): void;
   sent(): void;
   finish(code: number): void;
   cancelled(deadlinePassed: boolean): void;
 }
 
-/** Starts metrics for a call and links them to its metadata (as the grpc-js interceptor does). */
-export type TrackCall = (path: string, md: grpc.Metadata) => CallTracker | undefined;
+/** Starts metrics for a call answered on a direct path; the call object carries it under FAST_CALL_TRACKER. */
+export type TrackCall = (path: string) => CallTracker | undefined;
+
+/**
+ * Where a direct path's call object holds its tracker, for the handler's metrics wrapper
+ * (grpc-js calls carry theirs on their Metadata instead). Not on a Metadata here: a direct unary
+ * call builds its Metadata only if a handler reads it.
+ */
+export const FAST_CALL_TRACKER: unique symbol = Symbol('fastCallTracker');
 
 export const OK_TRAILERS: http2.OutgoingHttpHeaders = Object.freeze({ 'grpc-status': grpc.status.OK, 'grpc-message': 'OK' });
 

@@ -27,6 +27,7 @@ import {
   type GrpcStatus,
   type RegisteredHandler,
   type TrackCall,
+  FAST_CALL_TRACKER,
 } from './fast_common';
 
 export interface FastStreamOptions {
@@ -173,6 +174,7 @@ export class FastDuplexCall extends EventEmitter {
   private readonly flushBound = (): void => this.flush();
   private needDrain = false;
   private readonly reader: FrameReader;
+  readonly [FAST_CALL_TRACKER]: CallTracker | undefined;
 
   constructor(
     private readonly stream: http2.ServerHttp2Stream,
@@ -183,6 +185,7 @@ export class FastDuplexCall extends EventEmitter {
     private readonly opts: FastStreamOptions,
   ) {
     super();
+    this[FAST_CALL_TRACKER] = tracker;
     this.reader = new FrameReader(opts.maxReceiveBytes);
     // grpc-js: an emitted error becomes the call's status.
     this.on('error', (err: unknown) => this.sendStatus(errorStatus(err)));
@@ -431,7 +434,7 @@ export class FastDuplexCall extends EventEmitter {
 
 function serveBidi(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders, handler: RegisteredHandler, opts: FastStreamOptions): void {
   const metadata = grpc.Metadata.fromHttp2Headers(headers);
-  const tracker = opts.track?.(handler.path, metadata);
+  const tracker = opts.track?.(handler.path);
   const call = new FastDuplexCall(stream, headers, handler, metadata, tracker, opts);
   try {
     (handler.func as unknown as BidiFunc)(call);

@@ -11,6 +11,7 @@ import * as grpc from '@grpc/grpc-js';
 import { Counter } from 'prom-client';
 import type { EtcdMetrics, GrpcMethodMetrics, GrpcType } from '../metrics';
 import { grpcCodeName } from '../metrics/grpcmethods';
+import { FAST_CALL_TRACKER, type CallTracker } from './fast_common';
 
 /** grpc.status codes under the names grpc-js exports, used where etcd's handlers differ. */
 const CANCELLED = grpc.status.CANCELLED;
@@ -127,7 +128,13 @@ export interface GrpcInstrumentation {
   /** Wraps handlers so a call counts as started when its handler begins. Wrap inside etcd's checks. */
   instrumentImpl(impl: grpc.UntypedServiceImplementation): grpc.UntypedServiceImplementation;
   /** What the interceptor does, for a call answered without grpc-js's call machinery (fast_unary.ts, fast_stream.ts). */
-  track(path: string, md: grpc.Metadata): CallRecord | undefined;
+  track(path: string): CallRecord | undefined;
+}
+
+/** A handler's call as the metrics wrapper sees it: grpc-js's, or a direct path's (fast_common.ts). */
+interface InstrumentedCall {
+  readonly metadata: grpc.Metadata;
+  readonly [FAST_CALL_TRACKER]?: CallTracker | undefined;
 }
 
 function grpcTypeOf(m: { requestStream: boolean; responseStream: boolean }): GrpcType {
@@ -281,21 +288,21 @@ export function createGrpcInstrumentation(metrics: EtcdMetrics): GrpcInstrumenta
   const instrumentImpl = (impl: grpc.UntypedServiceImplementation): grpc.UntypedServiceImplementation => {
     const out: grpc.UntypedServiceImplementation = {};
     for (const [name, h] of Object.entries(impl)) {
-      const handler = h as unknown as (call: { metadata: grpc.Metadata }, ...rest: unknown[]) => void;
-      out[name] = ((call: { metadata: grpc.Metadata }, ...rest: unknown[]) => {
-        recordOf(call.metadata)?.begin();
+      const handler = h as unknown as (call: InstrumentedCall, ...rest: unknown[]) => void;
+      out[name] = ((call: InstrumentedCall, ...rest: unknown[]) => {
+        // A direct path's call carries its tracker; reading `metadata` there would build one.
+        if (FAST_CALL_TRACKER in call) call[FAST_CALL_TRACKER]?.begin();
+        else recordOf(call.metadata)?.begin();
         handler(call, ...rest);
       }) as unknown as grpc.UntypedHandleCall;
     }
     return out;
   };
 
-  const track = (path: string, md: grpc.Metadata): CallRecord | undefined => {
+  const track = (path: string): CallRecord | undefined => {
     const entry = methods.get(path);
     if (entry === undefined) return undefined;
-    const rec = new CallRecord(sinkOf(entry), path, timed);
-    linkRecord(md, rec);
-    return rec;
+    return new CallRecord(sinkOf(entry), path, timed);
   };
 
   return { interceptor, instrumentDefinition, instrumentImpl, track };

@@ -101,7 +101,7 @@ export function createGrpcServer(server: EtcdServerApi, log: ApiLogger, opts: Gr
   add('v3lockpb.Lock', createLockService(server));
   add('v3electionpb.Election', createElectionService(server));
   const maxReceiveBytes = serverOpts['grpc.max_receive_message_length'] as number;
-  const track = instr ? (p: string, md: grpc.Metadata) => instr.track(p, md) : undefined;
+  const track = instr ? (p: string) => instr.track(p) : undefined;
   installFastRoutes(grpcServer, [
     ...fastUnaryRoutes({ paths: FAST_UNARY_PATHS, maxReceiveBytes, track }),
     ...fastStreamRoutes({ paths: FAST_STREAM_PATHS, maxReceiveBytes, maxSendBytes: MAX_SEND_BYTES, track }),
@@ -130,7 +130,7 @@ function guard(
     const handler = h as unknown as AnyHandler;
     if (!m || (m.requestStream === false && m.responseStream === false)) {
       out[name] = ((call: grpc.ServerUnaryCall<unknown, unknown>, cb: grpc.sendUnaryData<unknown>) => {
-        const err = member.checkUnary(call.request, name, call.metadata);
+        const err = member.checkUnary(call.request, name, call);
         if (err) return cb(toGrpcError(err));
         handler(call, cb);
       }) as grpc.UntypedHandleCall;

@@ -6,6 +6,7 @@ import { etcdError } from '../errors';
 import type { EtcdServerApi } from '../server/types';
 import { toGrpcError } from './errors';
 import type { ApiLogger } from './types';
+import { metadataValues, type MetadataCarrier } from './call_metadata';
 
 /** etcd's maxNoLeaderCnt: election timeouts without a leader before streams are cut. */
 export const MAX_NO_LEADER_COUNT = 3;
@@ -72,10 +73,10 @@ export class MemberState {
   }
 
   /** etcd's unary interceptor checks; returns the error to answer with, if any. */
-  checkUnary(req: unknown, method: string, metadata: grpc.Metadata): Error | undefined {
+  checkUnary(req: unknown, method: string, call: MetadataCarrier): Error | undefined {
     const s = this.current();
     if (s.isLearner && !supportedForLearner(method, req)) return etcdError('NotSupportedForLearner');
-    if (requiresLeader(metadata) && !s.hasLeader) return etcdError('NoLeader');
+    if (requiresLeader(call) && !s.hasLeader) return etcdError('NoLeader');
     return undefined;
   }
 
@@ -83,7 +84,7 @@ export class MemberState {
   checkStream(call: StreamCall, method: string): Error | undefined {
     const s = this.current();
     if (s.isLearner && method !== SNAPSHOT_METHOD) return etcdError('NotSupportedForLearner');
-    if (requiresLeader(call.metadata)) {
+    if (requiresLeader(call)) {
       if (!s.hasLeader) return etcdError('NoLeader');
       this.leaderStreams.add(call);
       const drop = (): void => {
@@ -126,8 +127,8 @@ export class MemberState {
   }
 }
 
-function requiresLeader(md: grpc.Metadata): boolean {
-  const v = md.get(REQUIRE_LEADER_KEY);
+function requiresLeader(call: MetadataCarrier): boolean {
+  const v = metadataValues(call, REQUIRE_LEADER_KEY);
   return v.length > 0 && String(v[0]) === 'true';
 }
 

@@ -94,7 +94,6 @@ export class H2Connection implements StreamOwner {
   // Flow control. Receive: what the peer may still send us before our next WINDOW_UPDATE.
   private recvWindow = DEFAULT_WINDOW_BYTES;
   private recvUnacked = 0;
-  private readonly streamRecv = new Map<number, { window: number; unacked: number }>();
   // Send: the peer's windows.
   private sendWindow = DEFAULT_WINDOW_BYTES;
   private peerInitialWindow = DEFAULT_WINDOW_BYTES;
@@ -116,10 +115,13 @@ export class H2Connection implements StreamOwner {
   private keepaliveTimer: NodeJS.Timeout | undefined;
   private keepaliveDeadline: NodeJS.Timeout | undefined;
 
+  readonly session: { readonly socket: Duplex };
+
   constructor(
     readonly socket: Duplex,
     private readonly opts: H2ConnectionOptions,
   ) {
+    this.session = { socket };
     this.maxConcurrentStreams = opts.maxConcurrentStreams ?? 2 ** 32 - 1;
     assert(Number.isSafeInteger(this.maxConcurrentStreams) && this.maxConcurrentStreams >= 0, 'bad maxConcurrentStreams');
     // Our SETTINGS first, then the connection window raised past the protocol's default.
@@ -183,13 +185,12 @@ export class H2Connection implements StreamOwner {
   consumed(stream: H2Stream, bytes: number): void {
     if (this.closed || bytes === 0) return;
     this.creditConnection(bytes);
-    const r = this.streamRecv.get(stream.id);
-    if (r === undefined || stream.closed) return;
-    r.unacked += bytes;
-    if (r.unacked >= STREAM_WINDOW_BYTES / 2) {
-      this.queue(u32Frame(FrameType.WINDOW_UPDATE, stream.id, r.unacked));
-      r.window += r.unacked;
-      r.unacked = 0;
+    if (stream.closed) return;
+    stream.recvUnacked += bytes;
+    if (stream.recvUnacked >= STREAM_WINDOW_BYTES / 2) {
+      this.queue(u32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.recvUnacked));
+      stream.recvWindow += stream.recvUnacked;
+      stream.recvUnacked = 0;
     }
   }
 
@@ -200,7 +201,6 @@ export class H2Connection implements StreamOwner {
 
   released(stream: H2Stream): void {
     this.streams.delete(stream.id);
-    this.streamRecv.delete(stream.id);
     this.sending.delete(stream);
   }
 
@@ -274,24 +274,23 @@ export class H2Connection implements StreamOwner {
     if (payload.length > this.recvWindow) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window exceeded');
     this.recvWindow -= payload.length;
     const stream = this.streams.get(streamId);
-    const recv = this.streamRecv.get(streamId);
-    if (stream === undefined || recv === undefined) {
+    if (stream === undefined) {
       // A stream we already closed or reset: frames in flight still count, then are dropped.
       this.creditConnection(payload.length);
       return;
     }
-    if (payload.length > recv.window) {
+    if (payload.length > stream.recvWindow) {
       this.queue(u32Frame(FrameType.RST_STREAM, streamId, ErrorCode.FLOW_CONTROL_ERROR));
       stream.aborted(ErrorCode.FLOW_CONTROL_ERROR);
       this.creditConnection(payload.length);
       return;
     }
-    recv.window -= payload.length;
+    stream.recvWindow -= payload.length;
     const data = unpad(flags, payload, 0);
     const padding = payload.length - data.length;
     if (padding > 0) {
       this.creditConnection(padding);
-      recv.window += padding;
+      stream.recvWindow += padding;
     }
     stream.receive(data);
     if (flags & FLAG_END_STREAM) stream.receiveEnd();
@@ -353,9 +352,8 @@ export class H2Connection implements StreamOwner {
     const authority = headers[':authority'];
     const stripped = typeof authority === 'string' ? stripScheme(authority) : undefined;
     if (stripped !== undefined) headers[':authority'] = stripped;
-    const stream = new H2Stream(id, this, this.peerInitialWindow);
+    const stream = new H2Stream(id, this, this.peerInitialWindow, STREAM_WINDOW_BYTES);
     this.streams.set(id, stream);
-    this.streamRecv.set(id, { window: STREAM_WINDOW_BYTES, unacked: 0 });
     this.opts.onStream(stream, headers);
     if (hb.flags & FLAG_END_STREAM) stream.receiveEnd();
   }
@@ -506,9 +504,10 @@ export class H2Connection implements StreamOwner {
         const room = Math.min(this.sendWindow, s.sendWindow, DATA_FRAME_BYTES);
         if (head.data.length > 0 && room <= 0) break;
         const n = Math.min(head.data.length, room);
-        const chunk = head.data.subarray(0, n);
-        const rest = head.data.subarray(n);
-        const lastOfAll = rest.length === 0 && s.outQueue.length === 1 && s.localEnding && !s.waitForTrailers;
+        // Most writes fit whole: no subarray objects for them.
+        const whole = n === head.data.length;
+        const chunk = whole ? head.data : head.data.subarray(0, n);
+        const lastOfAll = whole && s.outQueue.length === 1 && s.localEnding && !s.waitForTrailers;
         if (n > 0 || lastOfAll) {
           this.out.push(frameHeader(n, FrameType.DATA, lastOfAll ? FLAG_END_STREAM : 0, s.id));
           this.outBytes += FRAME_HEADER_BYTES;
@@ -521,8 +520,8 @@ export class H2Connection implements StreamOwner {
         s.sendWindow -= n;
         s.outBytes -= n;
         wrote = true;
-        if (rest.length > 0) {
-          head.data = rest;
+        if (!whole) {
+          head.data = head.data.subarray(n);
           continue;
         }
         s.outQueue.shift();
@@ -603,7 +602,6 @@ export class H2Connection implements StreamOwner {
     this.ackTimer = undefined;
     for (const s of [...this.streams.values()]) s.aborted(ErrorCode.CANCEL);
     this.streams.clear();
-    this.streamRecv.clear();
     this.sending.clear();
     this.out = [];
     this.outBytes = 0;

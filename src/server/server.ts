@@ -78,6 +78,11 @@ const LEASE_CHECK_INTERVAL_MS = 500;
 /** etcd's readIndexRetryTime. */
 const READ_INDEX_RETRY_MS = 500;
 
+/** The error of a proposal that outlived the request timeout (one function for all of them). */
+function proposalTimeout(): Error {
+  return etcdError('Timeout');
+}
+
 export class EtcdServer implements EtcdServerApi {
   readonly limits: { maxRequestBytes: number; maxTxnOps: number };
   readonly memberId: bigint;
@@ -646,7 +651,7 @@ export class EtcdServer implements EtcdServerApi {
     full.header = { ID: id, username: ai?.username ?? '', authRevision: String(ai?.revision ?? 0) };
     const data = encodeInternalRequest(full);
     if (data.length > this.cfg.maxRequestBytes) throw etcdError('RequestTooLarge');
-    const wait = this.proposals.register(id, () => etcdError('Timeout'));
+    const wait = this.proposals.register(id, proposalTimeout);
     if (!wait) throw etcdError('RequestTooManyRequests');
     const queued = this.node.propose(data, (e) => this.proposals.fail(id, this.leaderId === 0n ? etcdError('NoLeader') : new EtcdError(14, e.message)));
     if (!queued) {

@@ -184,6 +184,47 @@ describe('H2Connection with Node http2 client', () => {
     await waitFor(() => closed === 3);
   });
 
+  it('hands a stream to a sink instead of listeners, and sends a whole answer with respondWithTrailers', async () => {
+    const events: string[] = [];
+    let wantTrailers = 0;
+    const port = await serve((s) => {
+      const parts: Buffer[] = [];
+      s.on('wantTrailers', () => wantTrailers++);
+      s.setSink({
+        onStreamData: (d) => parts.push(d),
+        onStreamEnd: () => {
+          events.push('end');
+          s.respondWithTrailers({ ':status': 200, 'content-type': 'application/grpc+proto' }, Buffer.concat(parts), { 'grpc-status': '0', 'grpc-message': 'OK' });
+        },
+        onStreamClose: () => events.push(`close ${s.rstCode}`),
+      });
+    });
+    const c = connect(port);
+    const body = Buffer.alloc(100 * 1024, 3);
+    const r = await request(c, '/sink', body);
+    expect(r.headers[':status']).toBe(200);
+    expect(r.body.equals(body)).toBe(true);
+    expect(r.trailers).toMatchObject({ 'grpc-status': '0', 'grpc-message': 'OK' });
+    await waitFor(() => events.length === 2);
+    expect(events).toEqual(['end', `close ${ErrorCode.NO_ERROR}`]);
+    expect(wantTrailers).toBe(0);
+  });
+
+  it("tells a stream's sink of a client reset before the answer", async () => {
+    let closedWith: number | undefined;
+    let opened = false;
+    const port = await serve((s) => {
+      opened = true;
+      s.setSink({ onStreamData: () => {}, onStreamEnd: () => {}, onStreamClose: () => (closedWith = s.rstCode) });
+    });
+    const req = connect(port).request({ ':method': 'POST', ':path': '/x' });
+    req.on('error', () => {});
+    await waitFor(() => opened);
+    req.close(http2.constants.NGHTTP2_CANCEL);
+    await waitFor(() => closedWith !== undefined);
+    expect(closedWith).toBe(ErrorCode.CANCEL);
+  });
+
   it('answers the client PING', async () => {
     const port = await serve(echo);
     const c = connect(port);
