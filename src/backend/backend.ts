@@ -14,6 +14,9 @@ export type SubDb = Database<Buffer, Buffer>;
 
 const META_DB = 'meta';
 const CONSISTENT_INDEX_KEY = 'consistent_index';
+const CI_KEY_BYTES = Buffer.from(CONSISTENT_INDEX_KEY);
+/** The consistent index's 8 big-endian bytes, rewritten per setConsistentIndex. */
+const CI_SCRATCH = Buffer.alloc(8);
 /** Written by flushed() to force a durable commit; left out of hash(). */
 const FLUSH_MARKER_KEY = 'flush_marker';
 /** lmdb-js TransactionFlags: ABORTABLE | SYNCHRONOUS_COMMIT | NO_SYNC_FLUSH. */
@@ -242,9 +245,10 @@ export class Backend {
     assert(this.depth > 0, 'setConsistentIndex outside batch()');
     assert(Number.isSafeInteger(index) && index >= 0);
     assert(index >= this.ci, `consistent index going back: ${index} < ${this.ci}`);
-    const b = Buffer.alloc(8);
-    b.writeBigUInt64BE(BigInt(index));
-    this.meta.putSync(Buffer.from(CONSISTENT_INDEX_KEY), b);
+    // putSync copies key and value into the transaction: one scratch buffer serves every call.
+    CI_SCRATCH.writeUInt32BE(Math.floor(index / 2 ** 32), 0);
+    CI_SCRATCH.writeUInt32BE(index >>> 0, 4);
+    this.meta.putSync(CI_KEY_BYTES, CI_SCRATCH);
     this.ci = index;
   }
 

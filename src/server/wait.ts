@@ -63,18 +63,22 @@ export class WaitRegistry<K, T> {
 
   failAll(e: Error): void {
     for (const id of [...this.pending.keys()]) this.fail(id, e);
-  }
-
-  private remove(id: K): void {
-    this.pending.delete(id);
-    if (this.pending.size === 0 && this.timer !== null) {
+    if (this.timer !== null) {
       clearTimeout(this.timer);
       this.timer = null;
     }
   }
 
+  private remove(id: K): void {
+    // The timer stays armed when the registry empties; it lapses with nothing to do. With one
+    // request at a time, clearing it and arming a new one cost a Timeout object and two
+    // timer-list updates per proposal.
+    this.pending.delete(id);
+  }
+
   private arm(delayMs: number): void {
-    this.timer = setTimeout(() => this.expire(), Math.max(1, Math.ceil(delayMs)));
+    // Unreferenced: an armed timer with nothing pending must not hold the process open.
+    this.timer = setTimeout(() => this.expire(), Math.max(1, Math.ceil(delayMs))).unref();
   }
 
   private expire(): void {

@@ -52,6 +52,21 @@ describe('WaitRegistry', () => {
     expect(failedAt.get('second')).toBeGreaterThanOrEqual(119);
   });
 
+  it('gives a wait registered after the registry emptied its full timeout (the earlier timer lapses)', async () => {
+    const reg = new WaitRegistry<string, number>(10, 80);
+    const a = reg.register('a', timeoutError) as Promise<number>;
+    reg.trigger('a', 1);
+    expect(await a).toBe(1);
+    await new Promise((r) => setTimeout(r, 50));
+    const t0 = performance.now();
+    const b = reg.register('b', timeoutError) as Promise<number>;
+    // The timer armed for 'a' fires ~30 ms from here: 'b' must outlive it.
+    expect((await stateAfter(b, 60)).state).toBe('pending');
+    const r = await stateAfter(b, 2000);
+    expect(r.state).toBe('rejected');
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(79);
+  });
+
   it('keeps timing out the others when the oldest wait is answered', async () => {
     const reg = new WaitRegistry<number, string>(10, 50);
     const waits = [0, 1, 2].map((i) => reg.register(i, timeoutError) as Promise<string>);

@@ -1,0 +1,53 @@
+// A three-member cluster's peer traffic counters, as Prometheus scrapes them from each member:
+// etcd_network_peer_sent_bytes_total{To} and _received_bytes_total{From}, labelled with member
+// IDs in hex, growing with the writes between two scrapes.
+import { afterAll, describe, expect, it } from 'vitest';
+import { Cluster, ClusterMember } from '../helpers/cluster';
+
+let cluster: Cluster | undefined;
+afterAll(async () => {
+  await cluster?.close();
+}, 30_000);
+
+async function scrape(m: ClusterMember): Promise<string> {
+  const r = await fetch(`${m.clientUrl}/metrics`, { signal: AbortSignal.timeout(5_000) });
+  expect(r.status).toBe(200);
+  return r.text();
+}
+
+/** The value of `name{label="value"}` in Prometheus text, or 0 when the series is absent. */
+function series(text: string, name: string, label: string, value: string): number {
+  const line = text.split('\n').find((l) => l.startsWith(`${name}{${label}="${value}"}`));
+  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+const hex = (decimalId: string): string => BigInt(decimalId).toString(16);
+
+describe('3-member cluster: peer network metrics', () => {
+  it('count bytes sent to and received from each peer, and keep counting across scrapes', async () => {
+    cluster = await Cluster.start({ size: 3 });
+    const leader = await cluster.waitLeader();
+    const followers = cluster.members.filter((m) => m !== leader);
+    const put = async (n: number, tag: string): Promise<void> => {
+      for (let i = 0; i < n; i++) await leader.client().unary('KV', 'Put', { key: Buffer.from(`m/${tag}/${i}`), value: Buffer.alloc(1000, 1) }, 5_000);
+    };
+    await put(20, 'a');
+    const first = await scrape(leader);
+    const sentBefore = followers.map((f) => series(first, 'etcd_network_peer_sent_bytes_total', 'To', hex(f.id)));
+    const receivedBefore = followers.map((f) => series(first, 'etcd_network_peer_received_bytes_total', 'From', hex(f.id)));
+    // 20 puts of 1000-byte values went to each follower.
+    for (const s of sentBefore) expect(s).toBeGreaterThan(20_000);
+    for (const r of receivedBefore) expect(r).toBeGreaterThan(0);
+
+    await put(20, 'b');
+    const second = await scrape(leader);
+    followers.forEach((f, i) => {
+      expect(series(second, 'etcd_network_peer_sent_bytes_total', 'To', hex(f.id)) - sentBefore[i]!).toBeGreaterThan(20_000);
+      expect(series(second, 'etcd_network_peer_received_bytes_total', 'From', hex(f.id))).toBeGreaterThan(receivedBefore[i]!);
+    });
+    // A follower counts what it got from the leader and what it answered.
+    const f = await scrape(followers[0]!);
+    expect(series(f, 'etcd_network_peer_received_bytes_total', 'From', hex(leader.id))).toBeGreaterThan(40_000);
+    expect(series(f, 'etcd_network_peer_sent_bytes_total', 'To', hex(leader.id))).toBeGreaterThan(0);
+  }, 60_000);
+});
