@@ -1,6 +1,7 @@
 // A three-member cluster's peer traffic counters, as Prometheus scrapes them from each member:
 // etcd_network_peer_sent_bytes_total{To} and _received_bytes_total{From}, labelled with member
-// IDs in hex, growing with the writes between two scrapes.
+// IDs in hex, growing with the writes between two scrapes; and the WAL fsync histogram, which
+// counts fdatasyncs as etcd's does.
 import { afterAll, describe, expect, it } from 'vitest';
 import { Cluster, ClusterMember } from '../helpers/cluster';
 
@@ -49,5 +50,23 @@ describe('3-member cluster: peer network metrics', () => {
     const f = await scrape(followers[0]!);
     expect(series(f, 'etcd_network_peer_received_bytes_total', 'From', hex(leader.id))).toBeGreaterThan(40_000);
     expect(series(f, 'etcd_network_peer_sent_bytes_total', 'To', hex(leader.id))).toBeGreaterThan(0);
+  }, 60_000);
+
+  it('observe the WAL fsync histogram once per fdatasync, not per save', async () => {
+    const c = cluster!;
+    const leader = await c.waitLeader();
+    const follower = c.members.find((m) => m !== leader)!;
+    const count = (text: string): number => {
+      const line = text.split('\n').find((l) => l.startsWith('etcd_disk_wal_fsync_duration_seconds_count'));
+      return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+    };
+    const before = count(await scrape(follower));
+    const puts = 50;
+    for (let i = 0; i < puts; i++) await leader.client().unary('KV', 'Put', { key: Buffer.from(`f/${i}`), value: Buffer.from('v') }, 5_000);
+    const synced = count(await scrape(follower)) - before;
+    // One client, one write at a time: each put is one durable append on the follower. The save
+    // that only moves its commit index forward (one more per put) needs no fdatasync.
+    expect(synced).toBeGreaterThanOrEqual(puts);
+    expect(synced).toBeLessThan(puts * 1.5);
   }, 60_000);
 });
