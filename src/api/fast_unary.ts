@@ -49,8 +49,10 @@ export interface FastUnaryOptions {
  * the listener records and closures per event it replaced were ~6% of the bytes allocated per
  * put with 100 clients, and their young-generation collections are most of the tail latency.
  */
-class FastUnaryCall extends EventEmitter implements StreamSink {
+class FastUnaryCall implements StreamSink {
   cancelled = false;
+  /** The call's listeners ('cancelled'), made on first subscription: KV handlers never subscribe. */
+  private emitter: EventEmitter | undefined = undefined;
   request: unknown = undefined;
   readonly [FAST_CALL_TRACKER]: CallTracker | undefined;
   private md: grpc.Metadata | undefined = undefined;
@@ -69,8 +71,30 @@ class FastUnaryCall extends EventEmitter implements StreamSink {
     private readonly handler: RegisteredHandler,
     private readonly opts: FastUnaryOptions,
   ) {
-    super();
     this[FAST_CALL_TRACKER] = opts.track?.(handler.path);
+  }
+
+  // The EventEmitter surface of grpc-js's call, backed by an emitter made on demand.
+  on(event: string | symbol, listener: (...args: unknown[]) => void): this {
+    (this.emitter ??= new EventEmitter()).on(event, listener);
+    return this;
+  }
+  once(event: string | symbol, listener: (...args: unknown[]) => void): this {
+    (this.emitter ??= new EventEmitter()).once(event, listener);
+    return this;
+  }
+  off(event: string | symbol, listener: (...args: unknown[]) => void): this {
+    this.emitter?.off(event, listener);
+    return this;
+  }
+  removeListener(event: string | symbol, listener: (...args: unknown[]) => void): this {
+    return this.off(event, listener);
+  }
+  emit(event: string | symbol, ...args: unknown[]): boolean {
+    return this.emitter?.emit(event, ...args) ?? false;
+  }
+  listenerCount(event: string | symbol): number {
+    return this.emitter?.listenerCount(event) ?? 0;
   }
 
   get path(): string {
