@@ -24,10 +24,13 @@ export class TreeIndex {
     return this.tree.size;
   }
 
-  /** `known`: the key's index as keyIndex(key) just returned it (a put saves the second lookup). */
-  put(key: string, main: number, sub: number, known?: KeyIndex): void {
-    let ki = known ?? this.tree.get(key);
-    assert(known === undefined || known.key === key, 'key index of another key');
+  /**
+   * `known`: what keyIndex(key) just returned, so a put saves the second lookup: the key's index,
+   * or null when it has none (a new key: one traversal to insert it instead of two).
+   */
+  put(key: string, main: number, sub: number, known?: KeyIndex | null): void {
+    let ki = known === undefined ? this.tree.get(key) : known;
+    assert(known == null || known.key === key, 'key index of another key');
     if (!ki) {
       ki = new KeyIndex(key);
       this.tree.set(key, ki);
@@ -103,10 +106,15 @@ export class TreeIndex {
     const hits: IndexHit[] = [];
     let total = 0;
     this.visit(key, end, (ki) => {
+      if (limit > 0 && hits.length >= limit) {
+        // Past the limit only the count is left (etcd's count is of the whole range): no hit objects.
+        if (ki.visibleAt(atRev)) total++;
+        return;
+      }
       const g = ki.get(atRev);
       if (!g) return;
       total++;
-      if (limit <= 0 || hits.length < limit) hits.push({ key: ki.key, modMain: g.modMain, modSub: g.modSub, createdMain: g.createdMain, ver: g.ver });
+      hits.push({ key: ki.key, modMain: g.modMain, modSub: g.modSub, createdMain: g.createdMain, ver: g.ver });
     });
     return { hits, total };
   }
