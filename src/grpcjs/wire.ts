@@ -1,6 +1,7 @@
 // gRPC over HTTP/2 as grpc-js puts it on the wire: the message framing and the response headers.
 // Shared by every path that answers HTTP/2 streams without grpc-js's call machinery (the client
 // fast paths in src/api, the peers' Raft stream in src/transport), so they stay byte-equal to it.
+import assert from 'node:assert';
 import type * as http2 from 'node:http2';
 
 /** A gRPC message is prefixed by a compressed flag (1 byte) and a big-endian length (4 bytes). */
@@ -21,8 +22,22 @@ export const ERROR_HEADERS: http2.OutgoingHttpHeaders = Object.freeze({ ':status
 /** grpc-js's text for a compressed-flag message on a stream whose encoding is identity. */
 export const COMPRESSED_IDENTITY_TEXT = 'Received compressed message but "grpc-encoding" header was identity';
 
-/** One length-prefixed, uncompressed gRPC message. */
+/**
+ * Set by the protobuf encoders on a large encoding made with FRAME_HEADER_BYTES free in front of it
+ * (src/pb/wire.ts, allocEncoding): the whole buffer, room included.
+ */
+const PREFIX_ROOM = Symbol.for('etcd-ts.prefixRoom');
+
+/** One length-prefixed, uncompressed gRPC message; written in front of `body` when it has room there. */
 export function frameMessage(body: Buffer): Buffer {
+  const whole = (body as Buffer & { [PREFIX_ROOM]?: Buffer })[PREFIX_ROOM];
+  if (whole !== undefined) {
+    // Only a body still exactly where allocEncoding put it: the room is then its own.
+    assert(whole.buffer === body.buffer && whole.byteOffset + FRAME_HEADER_BYTES === body.byteOffset && whole.length === FRAME_HEADER_BYTES + body.length, 'prefix room does not match its body');
+    whole[0] = 0;
+    whole.writeUInt32BE(body.length, 1);
+    return whole;
+  }
   const frame = Buffer.allocUnsafe(FRAME_HEADER_BYTES + body.length);
   frame[0] = 0;
   frame.writeUInt32BE(body.length, 1);

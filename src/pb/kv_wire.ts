@@ -17,6 +17,7 @@ import {
   int64Wire,
   varintSize,
   EMPTY_BYTES,
+  allocEncoding,
 } from './wire';
 
 // ---------------------------------------------------------------- encoding helpers
@@ -416,7 +417,7 @@ function writeWatchResponse(w: Writer, r: Obj): void {
 
 function encodeWith(obj: unknown, size: (o: Obj) => number, write: (w: Writer, o: Obj) => void): Buffer {
   isMessage(obj);
-  const w = new Writer(Buffer.allocUnsafe(size(obj as Obj)));
+  const w = new Writer(allocEncoding(size(obj as Obj)));
   write(w, obj as Obj);
   return w.done();
 }

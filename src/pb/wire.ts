@@ -280,6 +280,29 @@ export class Writer {
   }
 }
 
+/**
+ * A large encoding is made with this many free bytes in front of it, so that gRPC's message prefix
+ * (src/grpcjs/wire.ts, frameMessage) can be written there instead of copying the whole message
+ * into a new buffer: a paged list's 500 KiB response was allocated and copied twice.
+ */
+export const PREFIX_ROOM_BYTES = 5;
+/** Encodings at least this large get the room (smaller ones come from Node's pool, their copy is cheap). */
+const PREFIX_ROOM_MIN_BYTES = 4096;
+/**
+ * Where such an encoding keeps the whole buffer, room included. A registered symbol: frameMessage
+ * reads it without importing the protobuf layer.
+ */
+export const PREFIX_ROOM = Symbol.for('etcd-ts.prefixRoom');
+
+/** A buffer for an encoding of `size` bytes, with PREFIX_ROOM_BYTES free in front when it is large. */
+export function allocEncoding(size: number): Buffer {
+  if (size < PREFIX_ROOM_MIN_BYTES) return Buffer.allocUnsafe(size);
+  const whole = Buffer.allocUnsafe(PREFIX_ROOM_BYTES + size);
+  const body = whole.subarray(PREFIX_ROOM_BYTES);
+  (body as Buffer & { [PREFIX_ROOM]?: Buffer })[PREFIX_ROOM] = whole;
+  return body;
+}
+
 /** Shared zero-length buffer for absent bytes fields (nothing can be written into it). */
 export const EMPTY_BYTES = Buffer.alloc(0);
 
