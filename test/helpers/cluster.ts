@@ -238,6 +238,9 @@ export interface ClusterOptions {
   namePrefix?: string;
 }
 
+/** Starts of a cluster retried when a member's port was taken before it could bind it. */
+const MAX_START_ATTEMPTS = 3;
+
 export class Cluster {
   readonly members: ClusterMember[] = [];
   readonly token: string;
@@ -264,18 +267,24 @@ export class Cluster {
     if (!path.resolve(opts.bin).startsWith(REPO_ROOT + path.sep) && !opts.args.some((a) => a.startsWith('--logger'))) {
       opts.args = ['--logger=zap', ...opts.args];
     }
-    const c = new Cluster(opts);
-    for (let i = 0; i < opts.size; i++) c.members.push(await c.prepareMember());
-    const initial = c.initialClusterOf(c.members);
-    for (const m of c.members) m.launch(initial, 'new', c.token, opts.args);
-    try {
-      await Promise.all(c.members.map((m) => m.waitReady(opts.readyTimeoutMs)));
-      for (const m of c.members) await m.status(5_000);
-    } catch (e) {
-      await c.close();
-      throw e;
+    // freePort() hands out a port that was free a moment ago; another test's server or an
+    // outgoing connection can take it before the member binds it. Such a start is retried on
+    // fresh ports (bounded); any other failure is the test's.
+    for (let attempt = 1; ; attempt++) {
+      const c = new Cluster(opts);
+      for (let i = 0; i < opts.size; i++) c.members.push(await c.prepareMember());
+      const initial = c.initialClusterOf(c.members);
+      for (const m of c.members) m.launch(initial, 'new', c.token, opts.args);
+      try {
+        await Promise.all(c.members.map((m) => m.waitReady(opts.readyTimeoutMs)));
+        for (const m of c.members) await m.status(5_000);
+        return c;
+      } catch (e) {
+        const portTaken = c.members.some((m) => m.logs().includes('EADDRINUSE'));
+        await c.close();
+        if (!portTaken || attempt >= MAX_START_ATTEMPTS) throw e;
+      }
     }
-    return c;
   }
 
   /** Ports, data dir and proxy of a new member; not launched. */
