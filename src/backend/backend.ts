@@ -125,7 +125,7 @@ export class Backend {
     const handle = new Proxy({} as SubDb, {
       get: (_target, prop) => {
         const db = this.dbs.get(name);
-        assert(db, `sub-database ${name} is not open`);
+        if (!db) assert.fail(`sub-database ${name} is not open`);
         if (boundFor !== db) {
           bound.clear();
           boundFor = db;
@@ -244,7 +244,7 @@ export class Backend {
   setConsistentIndex(index: number): void {
     assert(this.depth > 0, 'setConsistentIndex outside batch()');
     assert(Number.isSafeInteger(index) && index >= 0);
-    assert(index >= this.ci, `consistent index going back: ${index} < ${this.ci}`);
+    if (!(index >= this.ci)) assert.fail(`consistent index going back: ${index} < ${this.ci}`);
     // putSync copies key and value into the transaction: one scratch buffer serves every call.
     CI_SCRATCH.writeUInt32BE(Math.floor(index / 2 ** 32), 0);
     CI_SCRATCH.writeUInt32BE(index >>> 0, 4);

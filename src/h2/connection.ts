@@ -161,7 +161,7 @@ export class H2Connection implements StreamOwner {
     if (this.closed) return;
     const block = this.encoder.encode(headers);
     // Headers must not overtake DATA already queued for the stream (trailers come after it).
-    assert(!endStream || stream.outQueue.length === 0, `stream ${stream.id}: END_STREAM headers with DATA queued`);
+    if (endStream && stream.outQueue.length !== 0) assert.fail(`stream ${stream.id}: END_STREAM headers with DATA queued`);
     let flags = endStream ? FLAG_END_STREAM : 0;
     if (block.length <= DATA_FRAME_BYTES) {
       this.queue(frameHeader(block.length, FrameType.HEADERS, flags | FLAG_END_HEADERS, stream.id), block);

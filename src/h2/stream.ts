@@ -117,7 +117,7 @@ export class H2Stream extends EventEmitter {
 
   respond(headers: Readonly<Record<string, OutgoingValue>>, options: RespondOptions = {}): void {
     if (this.closed) return;
-    assert(!this.headersSent, `stream ${this.id}: headers sent twice`);
+    if (this.headersSent) assert.fail(`stream ${this.id}: headers sent twice`);
     this.headersSent = true;
     const endStream = options.endStream === true;
     this.waitForTrailers = options.waitForTrailers === true;
@@ -172,13 +172,13 @@ export class H2Stream extends EventEmitter {
 
   /** Events go to `sink` from now on; at most one sink, set before any data arrives. */
   setSink(sink: StreamSink): void {
-    assert(this.sink === undefined, `stream ${this.id}: second sink`);
+    if (this.sink !== undefined) assert.fail(`stream ${this.id}: second sink`);
     this.sink = sink;
   }
 
   sendTrailers(headers: Readonly<Record<string, OutgoingValue>>): void {
     if (this.closed) return;
-    assert(this.waitForTrailers && this.localEnding && !this.localClosed, `stream ${this.id}: trailers out of order`);
+    if (!(this.waitForTrailers && this.localEnding && !this.localClosed)) assert.fail(`stream ${this.id}: trailers out of order`);
     this.owner.sendHeaders(this, headers, true);
     this.sentEnd();
   }
@@ -300,7 +300,7 @@ export class H2Stream extends EventEmitter {
   }
 
   private finish(code: number): void {
-    assert(!this.closed, `stream ${this.id} closed twice`);
+    if (this.closed) assert.fail(`stream ${this.id} closed twice`);
     this.closed = true;
     this.destroyed = true;
     this.rstCode = code;

@@ -48,7 +48,7 @@ export function revToBytes(main: number, sub: number, tombstone = false, into?: 
 }
 
 export function bytesToRev(b: Uint8Array): Revision {
-  assert(b.length === REV_BYTES || b.length === MARKED_REV_BYTES, `bad revision key length ${b.length}`);
+  if (b.length !== REV_BYTES && b.length !== MARKED_REV_BYTES) assert.fail(`bad revision key length ${b.length}`);
   const buf = Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.length);
   return { main: readU64(buf, 0), sub: readU64(buf, 9) };
 }

@@ -275,7 +275,7 @@ export class Writer {
   }
 
   done(): Buffer {
-    assert(this.pos === this.buf.length, `encoded ${this.pos} bytes into a buffer of ${this.buf.length}`);
+    if (this.pos !== this.buf.length) assert.fail(`encoded ${this.pos} bytes into a buffer of ${this.buf.length}`);
     return this.buf;
   }
 }

@@ -60,15 +60,15 @@ export class Unstable {
       this.offset = after;
       this.entries = ents.slice();
     } else {
-      assert(after < this.offset + this.entries.length, `unstable append at ${after} leaves a gap`);
+      if (!(after < this.offset + this.entries.length)) assert.fail(`unstable append at ${after} leaves a gap`);
       this.entries = this.entries.slice(0, after - this.offset).concat(ents);
     }
   }
 
   slice(lo: number, hi: number): Entry[] {
-    assert(lo <= hi, `invalid unstable.slice ${lo} > ${hi}`);
+    if (!(lo <= hi)) assert.fail(`invalid unstable.slice ${lo} > ${hi}`);
     const upper = this.offset + this.entries.length;
-    assert(lo >= this.offset && hi <= upper, `unstable.slice[${lo},${hi}) out of bound [${this.offset},${upper}]`);
+    if (!(lo >= this.offset && hi <= upper)) assert.fail(`unstable.slice[${lo},${hi}) out of bound [${this.offset},${upper}]`);
     return this.entries.slice(lo - this.offset, hi - this.offset);
   }
 }

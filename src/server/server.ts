@@ -490,7 +490,7 @@ export class EtcdServer implements EtcdServerApi {
     let lastNewIndex = 0;
     this.backend.batch(() => {
       for (const e of entries) {
-        assert.equal(e.index, this.appliedIndex + 1, `applying entry ${e.index} after ${this.appliedIndex}`);
+        if (e.index !== this.appliedIndex + 1) assert.fail(`applying entry ${e.index} after ${this.appliedIndex}`);
         const replay = e.index <= backendIndex;
         if (e.type === EntryType.Normal) {
           if (!replay && e.data.length > 0) {

@@ -13,19 +13,19 @@ import { decodeMessageFast, encodeMessageFast } from './message_wire';
 const BATCH_MSGS_TAG = (1 << 3) | 2;
 
 function u64(n: number): string {
-  assert(Number.isSafeInteger(n) && n >= 0, `not a uint64-safe number: ${n}`);
+  if (!(Number.isSafeInteger(n) && n >= 0)) assert.fail(`not a uint64-safe number: ${n}`);
   return String(n);
 }
 
 function id(n: bigint): string {
-  assert(n >= 0n && n < 1n << 64n, `not a uint64 ID: ${n}`);
+  if (!(n >= 0n && n < 1n << 64n)) assert.fail(`not a uint64 ID: ${n}`);
   return n.toString();
 }
 
 function num(s: string): number {
   const n = Number(s);
   // Index/term/commit above 2^53 cannot come from a sane peer; refuse instead of rounding.
-  assert(Number.isSafeInteger(n), `uint64 beyond 2^53 in raft message: ${s}`);
+  if (!Number.isSafeInteger(n)) assert.fail(`uint64 beyond 2^53 in raft message: ${s}`);
   return n;
 }
 

@@ -6,7 +6,7 @@ import type { ConfState, Entry, HardState, SnapshotMetadata } from '../raft/type
 const ENTRY_HEADER_BYTES = 17;
 
 export function encodeIndexKey(index: number): Buffer {
-  assert(Number.isSafeInteger(index) && index >= 0, `bad raft index ${index}`);
+  if (!(Number.isSafeInteger(index) && index >= 0)) assert.fail(`bad raft index ${index}`);
   const b = Buffer.allocUnsafe(8);
   b.writeBigUInt64BE(BigInt(index));
   return b;

@@ -18,7 +18,7 @@ assert(typeof zlib.crc32 === 'function', 'this Node.js has no zlib.crc32 (needs 
 
 /** Write a record header for the payload already at buf[at + RECORD_HEADER_BYTES, +payloadBytes). */
 export function sealRecord(buf: Buffer, at: number, type: RecordType, payloadBytes: number): void {
-  assert(payloadBytes <= MAX_RECORD_BYTES, `WAL record of ${payloadBytes} bytes is too large`);
+  if (!(payloadBytes <= MAX_RECORD_BYTES)) assert.fail(`WAL record of ${payloadBytes} bytes is too large`);
   buf.writeUInt32LE(payloadBytes, at);
   buf.writeUInt8(type, at + 8);
   buf.writeUInt32LE(zlib.crc32(buf.subarray(at + 8, at + RECORD_HEADER_BYTES + payloadBytes)), at + 4);

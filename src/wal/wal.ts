@@ -149,12 +149,13 @@ class Replay {
   /** `base`: the newest snapshot in the whole log; entries at or below it are history. */
   constructor(private readonly base: number) {}
 
-  record(type: number, payload: Buffer, where: string): void {
+  /** One record of `file` at byte offset `at` (named only in a failure message: built per record, it was a string per entry at start-up). */
+  record(type: number, payload: Buffer, file: string, at: number): void {
     switch (type) {
       case RecordType.Identity: {
         const id = decodeIdentity(payload);
         if (this.identity) {
-          assert(this.identity.memberId === id.memberId && this.identity.clusterId === id.clusterId, `WAL identity changes at ${where}`);
+          if (this.identity.memberId !== id.memberId || this.identity.clusterId !== id.clusterId) assert.fail(`WAL identity changes at ${file}:${at}`);
         }
         this.identity = id;
         return;
@@ -164,7 +165,7 @@ class Replay {
         return;
       case RecordType.Snapshot: {
         const s = decodeSnapshotMeta(payload);
-        assert(!this.snapshot || s.index >= this.snapshot.index, `WAL snapshot goes back from ${this.snapshot?.index} to ${s.index} at ${where}`);
+        if (this.snapshot && s.index < this.snapshot.index) assert.fail(`WAL snapshot goes back from ${this.snapshot.index} to ${s.index} at ${file}:${at}`);
         this.snapshot = s;
         return;
       }
@@ -174,11 +175,11 @@ class Replay {
         const e = decodeEntryPayload(payload);
         const es = this.entries;
         if (es.length === 0) {
-          assert.equal(e.index, this.base + 1, `WAL does not continue from its snapshot ${this.base} at ${where}`);
+          assert.equal(e.index, this.base + 1, `WAL does not continue from its snapshot ${this.base} at ${file}:${at}`);
         } else {
           const first = es[0].index;
           const last = es[es.length - 1].index;
-          assert(e.index <= last + 1, `WAL has a gap after index ${last} at ${where}`);
+          if (!(e.index <= last + 1)) assert.fail(`WAL has a gap after index ${last} at ${file}:${at}`);
           // A new leader replaced the tail from this index on.
           if (e.index <= last) es.length = e.index - first;
         }
@@ -186,7 +187,7 @@ class Replay {
         return;
       }
       default:
-        throw new Error(`unknown WAL record type ${type} at ${where}`);
+        throw new Error(`unknown WAL record type ${type} at ${file}:${at}`);
     }
   }
 }
@@ -219,7 +220,7 @@ function replaySegments(dir: string, segs: Segment[], lastBuf?: Buffer): WalCont
   );
   const replay = new Replay(base);
   for (let i = 0; i < bufs.length; i++) {
-    const end = scanSegment(bufs[i], (type, payload, at) => replay.record(type, payload, `${segs[i].file}:${at}`), intact[i]);
+    const end = scanSegment(bufs[i], (type, payload, at) => replay.record(type, payload, segs[i].file, at), intact[i]);
     // Only the last segment may end in a torn write; an earlier one was complete when the next began.
     if (i < bufs.length - 1) assert.equal(end, bufs[i].length, `WAL segment ${segs[i].file} is damaged at offset ${end}`);
   }

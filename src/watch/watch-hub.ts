@@ -432,7 +432,7 @@ export class WatchHub {
 
   private serveBatch(batch: Watcher[], events: MvccEvent[], nextRev: number, cur: number, touched: Set<HubStream>): void {
     const from = batch.reduce((m, w) => Math.min(m, w.minRev), Infinity);
-    assert(nextRev > from && nextRev <= cur + 1, `store returned nextRev ${nextRev} for [${from}, ${cur}]`);
+    if (!(nextRev > from && nextRev <= cur + 1)) assert.fail(`store returned nextRev ${nextRev} for [${from}, ${cur}]`);
     // Match each event once against the batch's index rather than each watcher against every
     // event: many catching-up watchers usually share a few ranges.
     const index = new WatcherGroup();
