@@ -39,7 +39,7 @@ export interface FastUnaryOptions {
   paths: readonly string[];
   /** grpc.max_receive_message_length of the server. */
   maxReceiveBytes: number;
-  /** Starts metrics for a call and links them to its metadata (as the grpc-js interceptor does). */
+  /** Starts metrics for a call; the call object carries the tracker (FAST_CALL_TRACKER). */
   track?: TrackCall;
 }
 
@@ -169,7 +169,7 @@ class FastUnaryCall implements StreamSink {
     // full one; the chunks must not be among that.
     this.chunks = NO_CHUNKS;
     const path = this.handler.path;
-    if (data === undefined || data.length < FRAME_HEADER_BYTES) {
+    if (data.length < FRAME_HEADER_BYTES) {
       return this.reject(grpc.status.UNIMPLEMENTED, `Received no request message for server streaming method ${path}`);
     }
     const size = data.readUInt32BE(1);

@@ -162,13 +162,13 @@ export class KeyIndex {
     return NONE;
   }
 
-  /** The revision of the key visible at atRev, or null when it did not exist then. */
   /** Whether get(atRev) finds the key, without making its result (counting a range's keys). */
   visibleAt(atRev: number): boolean {
     if (atRev >= this.modMain) return this.isLive();
     return this.get(atRev) !== null;
   }
 
+  /** The revision of the key visible at atRev, or null when it did not exist then. */
   get(atRev: number): IndexGet | null {
     assert(!this.isEmpty(), 'get on an empty key index');
     if (atRev >= this.modMain) {

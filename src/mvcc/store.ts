@@ -222,7 +222,7 @@ export class MvccStore {
   txnPut(rev: number, sub: number, key: Buffer, value: Buffer, lease: bigint): { kv: KeyValue; prevKv: KeyValue | null } {
     const keyStr = key.toString('latin1');
     // One lookup in the ordered index serves both the previous version and the put.
-    const ki = this.index.keyIndex(keyStr) ?? null;
+    const ki = this.index.keyIndex(keyStr);
     const prev = ki ? ki.get(rev) : null;
     const prevKv = prev ? this.readRecord(prev.modMain, prev.modSub) : null;
     const kv: KeyValue = {
@@ -387,7 +387,7 @@ export class MvccStore {
       lastMain = r.main;
       const kv = decodeKeyValue(value, true);
       const keyStr = kv.key.toString('latin1');
-      const ki = this.index.keyIndex(keyStr) ?? null;
+      const ki = this.index.keyIndex(keyStr);
       if (ki) {
         if (isTombstoneKey(key)) ki.tombstone(r.main, r.sub);
         else ki.put(r.main, r.sub);

@@ -48,8 +48,9 @@ export class TreeIndex {
     return true;
   }
 
-  keyIndex(key: string): KeyIndex | undefined {
-    return this.tree.get(key);
+  /** The key's index, or null when it has none (what put() takes as `known`). */
+  keyIndex(key: string): KeyIndex | null {
+    return this.tree.get(key) ?? null;
   }
 
   insert(ki: KeyIndex): void {

@@ -285,14 +285,14 @@ export class Writer {
  * (src/grpcjs/wire.ts, frameMessage) can be written there instead of copying the whole message
  * into a new buffer: a paged list's 500 KiB response was allocated and copied twice.
  */
-export const PREFIX_ROOM_BYTES = 5;
+const PREFIX_ROOM_BYTES = 5;
 /** Encodings at least this large get the room (smaller ones come from Node's pool, their copy is cheap). */
 const PREFIX_ROOM_MIN_BYTES = 4096;
 /**
  * Where such an encoding keeps the whole buffer, room included. A registered symbol: frameMessage
  * reads it without importing the protobuf layer.
  */
-export const PREFIX_ROOM = Symbol.for('etcd-ts.prefixRoom');
+const PREFIX_ROOM = Symbol.for('etcd-ts.prefixRoom');
 
 /** A buffer for an encoding of `size` bytes, with PREFIX_ROOM_BYTES free in front when it is large. */
 export function allocEncoding(size: number): Buffer {
