@@ -26,6 +26,7 @@ import {
   frameHeader,
   u32Frame,
 } from './frames';
+import { SlotMap } from '../runtime/slot_map';
 import { stripScheme } from './authority';
 import { ConnectionError, FrameSplitter, HeaderBlockCollector, unpad, type HeaderBlock } from './frame_reader';
 import { FrozenHeaderEncoder, HpackDecoder, HpackError, type OutgoingValue } from './hpack';
@@ -80,7 +81,7 @@ export const PING_ACK_DELAY_MS = 5;
 const COALESCE_BYTES = 64 * 1024;
 
 export class H2Connection implements StreamOwner {
-  private readonly streams = new Map<number, H2Stream>();
+  private readonly streams: SlotMap<number, H2Stream>;
   private readonly decoder = new HpackDecoder();
   private readonly encoder = new FrozenHeaderEncoder();
   private readonly maxConcurrentStreams: number;
@@ -97,8 +98,13 @@ export class H2Connection implements StreamOwner {
   // Send: the peer's windows.
   private sendWindow = DEFAULT_WINDOW_BYTES;
   private peerInitialWindow = DEFAULT_WINDOW_BYTES;
-  /** Streams with DATA or an end queued, in the order they asked. */
-  private readonly sending = new Set<H2Stream>();
+  /**
+   * Streams with DATA or an end queued, in the order they asked; a stream is in it at most once
+   * (its sendQueued flag). An array, not a Set (nor a Map for `streams`): an insert and a delete
+   * per request made V8's tables keep finished requests alive through young collections (see
+   * src/runtime/slot_map.ts).
+   */
+  private readonly sending: H2Stream[] = [];
   /** Streams that sent DATA in this flush: their 'drain' is checked once it is written. */
   private readonly drainCheck: H2Stream[] = [];
 
@@ -124,6 +130,7 @@ export class H2Connection implements StreamOwner {
     this.session = { socket };
     this.maxConcurrentStreams = opts.maxConcurrentStreams ?? 2 ** 32 - 1;
     assert(Number.isSafeInteger(this.maxConcurrentStreams) && this.maxConcurrentStreams >= 0, 'bad maxConcurrentStreams');
+    this.streams = new SlotMap<number, H2Stream>(Math.max(1, this.maxConcurrentStreams));
     // Our SETTINGS first, then the connection window raised past the protocol's default.
     const settings: [Setting, number][] = [
       [Setting.ENABLE_PUSH, 0],
@@ -178,8 +185,14 @@ export class H2Connection implements StreamOwner {
   }
 
   wakeSender(stream: H2Stream): void {
-    this.sending.add(stream);
+    this.queueToSend(stream);
     this.scheduleFlush();
+  }
+
+  private queueToSend(stream: H2Stream): void {
+    if (stream.sendQueued) return;
+    stream.sendQueued = true;
+    this.sending.push(stream);
   }
 
   consumed(stream: H2Stream, bytes: number): void {
@@ -201,7 +214,8 @@ export class H2Connection implements StreamOwner {
 
   released(stream: H2Stream): void {
     this.streams.delete(stream.id);
-    this.sending.delete(stream);
+    // A released stream is closed and never queued again: pumpData drops it from `sending`.
+    stream.sendQueued = false;
   }
 
   // ---- Receiving ----
@@ -375,7 +389,7 @@ export class H2Connection implements StreamOwner {
         for (const s of this.streams.values()) {
           s.sendWindow += delta;
           if (s.sendWindow > MAX_WINDOW_BYTES) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'stream window overflow');
-          if (delta > 0 && s.outQueue.length > 0) this.sending.add(s);
+          if (delta > 0 && s.outQueue.length > 0) this.queueToSend(s);
         }
       } else if (id === Setting.MAX_FRAME_SIZE) {
         if (value < DEFAULT_MAX_FRAME_BYTES || value > MAX_FRAME_BYTES_CEILING) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad max frame size');
@@ -398,7 +412,7 @@ export class H2Connection implements StreamOwner {
       if (increment === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'zero window increment');
       this.sendWindow += increment;
       if (this.sendWindow > MAX_WINDOW_BYTES) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window overflow');
-      if (this.sending.size > 0) this.windowOpened = true;
+      if (this.sending.length > 0) this.windowOpened = true;
       return;
     }
     const s = this.streams.get(streamId);
@@ -415,7 +429,7 @@ export class H2Connection implements StreamOwner {
       return;
     }
     if (s.outQueue.length > 0 || s.localEnding) {
-      this.sending.add(s);
+      this.queueToSend(s);
       this.windowOpened = true;
     }
   }
@@ -491,11 +505,19 @@ export class H2Connection implements StreamOwner {
     for (const s of this.drainCheck.splice(0)) s.afterSend();
   }
 
-  /** Moves queued DATA into frames while windows allow, stream by stream. */
+  /**
+   * Moves queued DATA into frames while windows allow, stream by stream, in the order they
+   * asked. Streams done sending leave `sending`, the others keep their place; a stream queued
+   * while this runs (trailers) is reached in the same pass.
+   */
   private pumpData(callbacks: (() => void)[]): void {
-    for (const s of this.sending) {
-      if (s.closed) {
-        this.sending.delete(s);
+    const list = this.sending;
+    let kept = 0;
+    let i = 0;
+    for (; i < list.length; i++) {
+      const s = list[i]!;
+      if (!s.sendQueued || s.closed) {
+        s.sendQueued = false;
         continue;
       }
       let wrote = false;
@@ -535,11 +557,15 @@ export class H2Connection implements StreamOwner {
         }
       }
       if (wrote) this.drainCheck.push(s);
-      if (s.outQueue.length > 0) {
-        if (this.sendWindow <= 0) return;
+      if (s.outQueue.length > 0 && !s.closed) {
+        list[kept++] = s;
+        if (this.sendWindow <= 0) {
+          i++;
+          break;
+        }
         continue;
       }
-      this.sending.delete(s);
+      s.sendQueued = false;
       if (s.localEnding && !s.localClosed && !s.closed) {
         if (s.waitForTrailers) {
           s.readyToEnd();
@@ -550,8 +576,16 @@ export class H2Connection implements StreamOwner {
           s.sentEnd();
         }
       }
-      if (this.socket.writableLength + this.outBytes >= SOCKET_HIGH_WATER_BYTES) return;
+      if (this.socket.writableLength + this.outBytes >= SOCKET_HIGH_WATER_BYTES) {
+        i++;
+        break;
+      }
     }
+    // A teardown from inside (a handler's reaction to its end) has emptied the list already.
+    if (this.closed) return;
+    // Streams not reached keep their places after the ones kept.
+    while (i < list.length) list[kept++] = list[i++]!;
+    list.length = kept;
   }
 
   // ---- Keepalive, errors, teardown ----
@@ -600,9 +634,10 @@ export class H2Connection implements StreamOwner {
     if (this.keepaliveDeadline !== undefined) clearTimeout(this.keepaliveDeadline);
     if (this.ackTimer !== undefined) clearTimeout(this.ackTimer);
     this.ackTimer = undefined;
-    for (const s of [...this.streams.values()]) s.aborted(ErrorCode.CANCEL);
+    for (const s of this.streams.values()) s.aborted(ErrorCode.CANCEL);
     this.streams.clear();
-    this.sending.clear();
+    for (const s of this.sending) s.sendQueued = false;
+    this.sending.length = 0;
     this.out = [];
     this.outBytes = 0;
     if (err !== undefined || !this.goawaySent) this.socket.destroy();

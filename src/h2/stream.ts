@@ -80,6 +80,8 @@ export class H2Stream extends EventEmitter {
   // Sending side (the connection pumps `outQueue` into DATA frames).
   /** Bytes the peer lets us send on this stream. */
   sendWindow: number;
+  /** In its connection's list of streams with something to send (H2Connection.sending). */
+  sendQueued = false;
   readonly outQueue: { data: Buffer; cb: WriteCallback | undefined }[] = [];
   outBytes = 0;
   /** end() was called: once outQueue is empty, trailers or an empty END_STREAM DATA frame follow. */

@@ -1,6 +1,7 @@
 // Registries of callers waiting for something the node loop will produce: the result of a
 // proposal (by request ID) or the applied index reaching a value. Both are bounded.
 import assert from 'node:assert';
+import { SlotMap, type SlotKey } from '../runtime/slot_map';
 
 interface Pending<T> {
   resolve(v: T): void;
@@ -11,13 +12,14 @@ interface Pending<T> {
 }
 
 /**
- * Waits keyed by ID, each failing after the registry's one timeout. One timer serves them all:
- * with a single timeout, insertion order (the Map's) is deadline order, so expiry looks at the
- * oldest waits only. (A setTimeout per proposal cost a Timeout object and two timer-list updates
- * per write.)
+ * Waits keyed by ID, each failing after the registry's one timeout. One timer serves them all; it
+ * fires when the oldest wait is due, fails whatever is due and re-arms for the next deadline.
+ * (A setTimeout per proposal cost a Timeout object and two timer-list updates per write.) The
+ * waits live in a SlotMap, not a Map: one insert and one delete per write made the Map's tables
+ * keep finished requests alive through young collections (see src/runtime/slot_map.ts).
  */
-export class WaitRegistry<K, T> {
-  private readonly pending = new Map<K, Pending<T>>();
+export class WaitRegistry<K extends SlotKey, T> {
+  private readonly pending: SlotMap<K, Pending<T>>;
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -25,6 +27,7 @@ export class WaitRegistry<K, T> {
     private readonly timeoutMs: number,
   ) {
     assert(maxPending > 0 && timeoutMs > 0, 'WaitRegistry needs a bound and a timeout');
+    this.pending = new SlotMap<K, Pending<T>>(maxPending);
   }
 
   get size(): number {
@@ -62,7 +65,7 @@ export class WaitRegistry<K, T> {
   }
 
   failAll(e: Error): void {
-    for (const id of [...this.pending.keys()]) this.fail(id, e);
+    for (const id of this.pending.keyList()) this.fail(id, e);
     if (this.timer !== null) {
       clearTimeout(this.timer);
       this.timer = null;
@@ -83,16 +86,22 @@ export class WaitRegistry<K, T> {
 
   private expire(): void {
     this.timer = null;
+    // Timers run on the loop's cached clock and may fire a little early: what is not due yet
+    // waits for another turn of the timer.
     const now = performance.now();
-    for (const [id, p] of this.pending) {
-      if (p.deadlineMs > now) {
-        // Timers run on the loop's cached clock and may fire a little early: wait out the rest.
-        this.arm(p.deadlineMs - now);
-        return;
-      }
+    let nextDeadlineMs = Infinity;
+    const due: K[] = [];
+    for (const id of this.pending.keyList()) {
+      const deadlineMs = this.pending.get(id)!.deadlineMs;
+      if (deadlineMs <= now) due.push(id);
+      else if (deadlineMs < nextDeadlineMs) nextDeadlineMs = deadlineMs;
+    }
+    for (const id of due) {
+      const p = this.pending.get(id)!;
       this.pending.delete(id);
       p.reject(p.onTimeout());
     }
+    if (nextDeadlineMs !== Infinity) this.arm(nextDeadlineMs - now);
   }
 }
 

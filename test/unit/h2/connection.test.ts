@@ -429,3 +429,45 @@ async function waitFor(cond: () => boolean, timeoutMs = 5000): Promise<void> {
     await new Promise((r) => setTimeout(r, 10));
   }
 }
+
+describe('H2Connection sending under the connection window', () => {
+  it('sends held DATA in the order streams asked once the window opens, each stream whole and ended', async () => {
+    const BODY_BYTES = 40_000;
+    const frames: { type: number; flags: number; id: number; length: number }[] = [];
+    const socket = new Duplex({
+      read() {},
+      write(chunk: Buffer, _enc, cb) {
+        for (let at = 0; at + 9 <= chunk.length; at += 9 + chunk.readUIntBE(at, 3)) {
+          frames.push({ type: chunk[at + 3]!, flags: chunk[at + 4]!, id: chunk.readUInt32BE(at + 5), length: chunk.readUIntBE(at, 3) });
+        }
+        cb();
+      },
+    });
+    cleanups.push(() => socket.destroy());
+    new H2Connection(socket, {
+      onStream: (s) => {
+        s.respond({ ':status': 200 }, { waitForTrailers: true });
+        s.once('wantTrailers', () => s.sendTrailers({ 'grpc-status': '0' }));
+        s.end(Buffer.alloc(BODY_BYTES, s.id));
+      },
+    });
+    const dataOf = (id: number): number => frames.filter((f) => f.type === FrameType.DATA && f.id === id).reduce((n, f) => n + f.length, 0);
+    const ended = (id: number): boolean => frames.some((f) => f.id === id && f.type === FrameType.HEADERS && (f.flags & 0x1) === 1);
+
+    // Three streams at once; the connection window (65535) holds all of stream 1, part of 3, none of 5.
+    socket.emit('data', Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(0)), headersFrame(1, 0x1), headersFrame(3, 0x1), headersFrame(5, 0x1)]));
+    await waitFor(() => dataOf(1) + dataOf(3) === 65_535);
+    expect([dataOf(1), dataOf(3), dataOf(5)]).toEqual([BODY_BYTES, 65_535 - BODY_BYTES, 0]);
+    expect([ended(1), ended(3), ended(5)]).toEqual([true, false, false]);
+
+    const before = frames.length;
+    const update = Buffer.alloc(4);
+    update.writeUInt32BE(100_000);
+    socket.emit('data', frame(FrameType.WINDOW_UPDATE, 0, 0, update));
+    await waitFor(() => ended(3) && ended(5));
+    expect([dataOf(1), dataOf(3), dataOf(5)]).toEqual([BODY_BYTES, BODY_BYTES, BODY_BYTES]);
+    // Stream 3 was waiting first: its rest goes before any of stream 5.
+    const order = frames.slice(before).filter((f) => f.type === FrameType.DATA).map((f) => f.id);
+    expect(order.indexOf(5)).toBeGreaterThan(order.lastIndexOf(3));
+  });
+});
