@@ -105,6 +105,9 @@ export class H2Connection implements StreamOwner {
    * src/runtime/slot_map.ts).
    */
   private readonly sending: H2Stream[] = [];
+  /** Entries of `sending` still queued (the rest were released while waiting: dropped lazily). */
+  private sendingQueued = 0;
+  private pumping = false;
   /** Streams that sent DATA in this flush: their 'drain' is checked once it is written. */
   private readonly drainCheck: H2Stream[] = [];
 
@@ -191,8 +194,27 @@ export class H2Connection implements StreamOwner {
 
   private queueToSend(stream: H2Stream): void {
     if (stream.sendQueued) return;
+    // Streams released while waiting (a client resetting them while the connection window is
+    // shut) would otherwise pile up here until the window opens.
+    const dead = this.sending.length - this.sendingQueued;
+    if (!this.pumping && dead > 64 && dead > this.sendingQueued) this.dropReleased();
     stream.sendQueued = true;
+    this.sendingQueued++;
     this.sending.push(stream);
+  }
+
+  private unqueue(stream: H2Stream): void {
+    if (!stream.sendQueued) return;
+    stream.sendQueued = false;
+    this.sendingQueued--;
+  }
+
+  private dropReleased(): void {
+    const list = this.sending;
+    let kept = 0;
+    for (let i = 0; i < list.length; i++) if (list[i]!.sendQueued) list[kept++] = list[i]!;
+    list.length = kept;
+    if (kept !== this.sendingQueued) assert.fail(`send queue holds ${kept} queued streams, counted ${this.sendingQueued}`);
   }
 
   consumed(stream: H2Stream, bytes: number): void {
@@ -215,7 +237,7 @@ export class H2Connection implements StreamOwner {
   released(stream: H2Stream): void {
     this.streams.delete(stream.id);
     // A released stream is closed and never queued again: pumpData drops it from `sending`.
-    stream.sendQueued = false;
+    this.unqueue(stream);
   }
 
   // ---- Receiving ----
@@ -412,7 +434,7 @@ export class H2Connection implements StreamOwner {
       if (increment === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'zero window increment');
       this.sendWindow += increment;
       if (this.sendWindow > MAX_WINDOW_BYTES) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window overflow');
-      if (this.sending.length > 0) this.windowOpened = true;
+      if (this.sendingQueued > 0) this.windowOpened = true;
       return;
     }
     const s = this.streams.get(streamId);
@@ -514,78 +536,84 @@ export class H2Connection implements StreamOwner {
     const list = this.sending;
     let kept = 0;
     let i = 0;
-    for (; i < list.length; i++) {
-      const s = list[i]!;
-      if (!s.sendQueued || s.closed) {
-        s.sendQueued = false;
-        continue;
-      }
-      let wrote = false;
-      while (s.outQueue.length > 0) {
-        const head = s.outQueue[0]!;
-        const room = Math.min(this.sendWindow, s.sendWindow, DATA_FRAME_BYTES);
-        if (head.data.length > 0 && room <= 0) break;
-        const n = Math.min(head.data.length, room);
-        // Most writes fit whole: no subarray objects for them.
-        const whole = n === head.data.length;
-        const chunk = whole ? head.data : head.data.subarray(0, n);
-        const lastOfAll = whole && s.outQueue.length === 1 && s.localEnding && !s.waitForTrailers;
-        if (n > 0 || lastOfAll) {
-          this.out.push(frameHeader(n, FrameType.DATA, lastOfAll ? FLAG_END_STREAM : 0, s.id));
-          this.outBytes += FRAME_HEADER_BYTES;
-          if (n > 0) {
-            this.out.push(chunk);
-            this.outBytes += n;
-          }
-        }
-        this.sendWindow -= n;
-        s.sendWindow -= n;
-        s.outBytes -= n;
-        wrote = true;
-        if (!whole) {
-          head.data = head.data.subarray(n);
+    this.pumping = true;
+    try {
+      for (; i < list.length; i++) {
+        const s = list[i]!;
+        if (!s.sendQueued || s.closed) {
+          this.unqueue(s);
           continue;
         }
-        s.outQueue.shift();
-        if (head.cb) {
-          const cb = head.cb;
-          callbacks.push(() => cb(null));
+        let wrote = false;
+        while (s.outQueue.length > 0) {
+          const head = s.outQueue[0]!;
+          const room = Math.min(this.sendWindow, s.sendWindow, DATA_FRAME_BYTES);
+          if (head.data.length > 0 && room <= 0) break;
+          const n = Math.min(head.data.length, room);
+          // Most writes fit whole: no subarray objects for them.
+          const whole = n === head.data.length;
+          const chunk = whole ? head.data : head.data.subarray(0, n);
+          const lastOfAll = whole && s.outQueue.length === 1 && s.localEnding && !s.waitForTrailers;
+          if (n > 0 || lastOfAll) {
+            this.out.push(frameHeader(n, FrameType.DATA, lastOfAll ? FLAG_END_STREAM : 0, s.id));
+            this.outBytes += FRAME_HEADER_BYTES;
+            if (n > 0) {
+              this.out.push(chunk);
+              this.outBytes += n;
+            }
+          }
+          this.sendWindow -= n;
+          s.sendWindow -= n;
+          s.outBytes -= n;
+          wrote = true;
+          if (!whole) {
+            head.data = head.data.subarray(n);
+            continue;
+          }
+          s.outQueue.shift();
+          if (head.cb) {
+            const cb = head.cb;
+            callbacks.push(() => cb(null));
+          }
+          if (lastOfAll) {
+            s.sentEnd();
+            break;
+          }
         }
-        if (lastOfAll) {
-          s.sentEnd();
-          break;
+        if (wrote) this.drainCheck.push(s);
+        if (s.outQueue.length > 0 && !s.closed) {
+          list[kept++] = s;
+          if (this.sendWindow <= 0) {
+            i++;
+            break;
+          }
+          continue;
         }
-      }
-      if (wrote) this.drainCheck.push(s);
-      if (s.outQueue.length > 0 && !s.closed) {
-        list[kept++] = s;
-        if (this.sendWindow <= 0) {
+        this.unqueue(s);
+        if (s.localEnding && !s.localClosed && !s.closed) {
+          if (s.waitForTrailers) {
+            s.readyToEnd();
+          } else {
+            // end() with nothing left to send: an empty END_STREAM DATA frame.
+            this.out.push(frameHeader(0, FrameType.DATA, FLAG_END_STREAM, s.id));
+            this.outBytes += FRAME_HEADER_BYTES;
+            s.sentEnd();
+          }
+        }
+        if (this.socket.writableLength + this.outBytes >= SOCKET_HIGH_WATER_BYTES) {
           i++;
           break;
         }
-        continue;
       }
-      s.sendQueued = false;
-      if (s.localEnding && !s.localClosed && !s.closed) {
-        if (s.waitForTrailers) {
-          s.readyToEnd();
-        } else {
-          // end() with nothing left to send: an empty END_STREAM DATA frame.
-          this.out.push(frameHeader(0, FrameType.DATA, FLAG_END_STREAM, s.id));
-          this.outBytes += FRAME_HEADER_BYTES;
-          s.sentEnd();
-        }
-      }
-      if (this.socket.writableLength + this.outBytes >= SOCKET_HIGH_WATER_BYTES) {
-        i++;
-        break;
-      }
+    } finally {
+      this.pumping = false;
     }
     // A teardown from inside (a handler's reaction to its end) has emptied the list already.
     if (this.closed) return;
     // Streams not reached keep their places after the ones kept.
     while (i < list.length) list[kept++] = list[i++]!;
     list.length = kept;
+    if (this.sendingQueued > kept) assert.fail(`send queue of ${kept} streams counts ${this.sendingQueued} queued`);
   }
 
   // ---- Keepalive, errors, teardown ----
@@ -638,6 +666,7 @@ export class H2Connection implements StreamOwner {
     this.streams.clear();
     for (const s of this.sending) s.sendQueued = false;
     this.sending.length = 0;
+    this.sendingQueued = 0;
     this.out = [];
     this.outBytes = 0;
     if (err !== undefined || !this.goawaySent) this.socket.destroy();

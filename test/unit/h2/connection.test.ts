@@ -471,3 +471,52 @@ describe('H2Connection sending under the connection window', () => {
     expect(order.indexOf(5)).toBeGreaterThan(order.lastIndexOf(3));
   });
 });
+
+describe('H2Connection send queue bound', () => {
+  it('does not keep streams the client reset while the connection window was shut', async () => {
+    const frames: { type: number; flags: number; id: number; length: number }[] = [];
+    const socket = new Duplex({
+      read() {},
+      write(chunk: Buffer, _enc, cb) {
+        for (let at = 0; at + 9 <= chunk.length; at += 9 + chunk.readUIntBE(at, 3)) {
+          frames.push({ type: chunk[at + 3]!, flags: chunk[at + 4]!, id: chunk.readUInt32BE(at + 5), length: chunk.readUIntBE(at, 3) });
+        }
+        cb();
+      },
+    });
+    cleanups.push(() => socket.destroy());
+    const conn = new H2Connection(socket, {
+      onStream: (s) => {
+        s.on('error', () => {});
+        s.respond({ ':status': 200 }, { waitForTrailers: true });
+        s.once('wantTrailers', () => s.sendTrailers({ 'grpc-status': '0' }));
+        // Stream 1 alone is larger than the connection window: the window stays shut after it.
+        s.end(Buffer.alloc(s.id === 1 ? 100_000 : 10, 1));
+      },
+    });
+    const queueLength = (): number => (conn as unknown as { sending: unknown[] }).sending.length;
+    const rst = (id: number): Buffer => {
+      const code = Buffer.alloc(4);
+      code.writeUInt32BE(ErrorCode.CANCEL);
+      return frame(FrameType.RST_STREAM, 0, id, code);
+    };
+    socket.emit('data', Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(0)), headersFrame(1, 0x1)]));
+    const dataBytes = (): number => frames.filter((f) => f.type === FrameType.DATA).reduce((n, f) => n + f.length, 0);
+    await waitFor(() => dataBytes() === 65_535);
+    for (let id = 3; id < 3 + 2 * 2000; id += 2) {
+      socket.emit('data', headersFrame(id, 0x1));
+      await new Promise((r) => setImmediate(r));
+      socket.emit('data', rst(id));
+    }
+    // Stream 1 and at most a bounded number of reset streams awaiting their lazy drop.
+    expect(queueLength()).toBeLessThanOrEqual(200);
+    const update = Buffer.alloc(4);
+    update.writeUInt32BE(100_000);
+    socket.emit('data', Buffer.concat([frame(FrameType.WINDOW_UPDATE, 0, 0, update), frame(FrameType.WINDOW_UPDATE, 0, 1, update)]));
+    await waitFor(() => frames.some((f) => f.id === 1 && f.type === FrameType.HEADERS && (f.flags & 0x1) === 1));
+    expect(frames.filter((f) => f.type === FrameType.DATA && f.id === 1).reduce((n, f) => n + f.length, 0)).toBe(100_000);
+    // No reset stream sent anything once reset.
+    expect(frames.filter((f) => f.type === FrameType.DATA && f.id !== 1).length).toBe(0);
+    expect(queueLength()).toBe(0);
+  });
+});
