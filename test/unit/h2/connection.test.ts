@@ -430,20 +430,26 @@ async function waitFor(cond: () => boolean, timeoutMs = 5000): Promise<void> {
   }
 }
 
+/** An in-memory socket recording each frame header the connection writes, with its payload length. */
+function framesWritten(): { socket: Duplex; frames: { type: number; flags: number; id: number; length: number }[] } {
+  const frames: { type: number; flags: number; id: number; length: number }[] = [];
+  const socket = new Duplex({
+    read() {},
+    write(chunk: Buffer, _enc, cb) {
+      for (let at = 0; at + 9 <= chunk.length; at += 9 + chunk.readUIntBE(at, 3)) {
+        frames.push({ type: chunk[at + 3]!, flags: chunk[at + 4]!, id: chunk.readUInt32BE(at + 5), length: chunk.readUIntBE(at, 3) });
+      }
+      cb();
+    },
+  });
+  cleanups.push(() => socket.destroy());
+  return { socket, frames };
+}
+
 describe('H2Connection sending under the connection window', () => {
   it('sends held DATA in the order streams asked once the window opens, each stream whole and ended', async () => {
     const BODY_BYTES = 40_000;
-    const frames: { type: number; flags: number; id: number; length: number }[] = [];
-    const socket = new Duplex({
-      read() {},
-      write(chunk: Buffer, _enc, cb) {
-        for (let at = 0; at + 9 <= chunk.length; at += 9 + chunk.readUIntBE(at, 3)) {
-          frames.push({ type: chunk[at + 3]!, flags: chunk[at + 4]!, id: chunk.readUInt32BE(at + 5), length: chunk.readUIntBE(at, 3) });
-        }
-        cb();
-      },
-    });
-    cleanups.push(() => socket.destroy());
+    const { socket, frames } = framesWritten();
     new H2Connection(socket, {
       onStream: (s) => {
         s.respond({ ':status': 200 }, { waitForTrailers: true });
@@ -474,17 +480,7 @@ describe('H2Connection sending under the connection window', () => {
 
 describe('H2Connection send queue bound', () => {
   it('does not keep streams the client reset while the connection window was shut', async () => {
-    const frames: { type: number; flags: number; id: number; length: number }[] = [];
-    const socket = new Duplex({
-      read() {},
-      write(chunk: Buffer, _enc, cb) {
-        for (let at = 0; at + 9 <= chunk.length; at += 9 + chunk.readUIntBE(at, 3)) {
-          frames.push({ type: chunk[at + 3]!, flags: chunk[at + 4]!, id: chunk.readUInt32BE(at + 5), length: chunk.readUIntBE(at, 3) });
-        }
-        cb();
-      },
-    });
-    cleanups.push(() => socket.destroy());
+    const { socket, frames } = framesWritten();
     const conn = new H2Connection(socket, {
       onStream: (s) => {
         s.on('error', () => {});

@@ -1,17 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { SlotMap, type SlotKey } from '../../../src/runtime/slot_map';
-
-/** Deterministic PRNG (mulberry32) so a failure replays. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 as rng } from '../../helpers/random';
 
 function checkAgainst<K extends SlotKey>(m: SlotMap<K, number>, model: Map<K, number>, probe: K[]): void {
   expect(m.size).toBe(model.size);
