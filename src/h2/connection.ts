@@ -607,13 +607,15 @@ export class H2Connection implements StreamOwner {
       }
     } finally {
       this.pumping = false;
+      // Streams not reached keep their places after the ones kept (also when a handler threw:
+      // the list stays free of duplicates). A teardown from inside (a handler's reaction to its
+      // end) has emptied the list already.
+      if (!this.closed) {
+        while (i < list.length) list[kept++] = list[i++]!;
+        list.length = kept;
+      }
     }
-    // A teardown from inside (a handler's reaction to its end) has emptied the list already.
-    if (this.closed) return;
-    // Streams not reached keep their places after the ones kept.
-    while (i < list.length) list[kept++] = list[i++]!;
-    list.length = kept;
-    if (this.sendingQueued > kept) assert.fail(`send queue of ${kept} streams counts ${this.sendingQueued} queued`);
+    if (this.sendingQueued > list.length) assert.fail(`send queue of ${list.length} streams counts ${this.sendingQueued} queued`);
   }
 
   // ---- Keepalive, errors, teardown ----
