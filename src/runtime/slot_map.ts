@@ -38,10 +38,14 @@ function hashKey(key: SlotKey): number {
   return h ^ (h >>> 16);
 }
 
+function emptySlots<T>(n: number): (T | undefined)[] {
+  return new Array<T | undefined>(n).fill(undefined);
+}
+
 export class SlotMap<K extends SlotKey, V> {
-  private keys: (K | undefined)[];
-  private vals: (V | undefined)[];
-  private mask: number;
+  private keys = emptySlots<K>(MIN_CAPACITY);
+  private vals = emptySlots<V>(MIN_CAPACITY);
+  private mask = MIN_CAPACITY - 1;
   private count = 0;
   /** Most entries at once since the last shrink check, and deletes since then. */
   private peak = 0;
@@ -50,9 +54,6 @@ export class SlotMap<K extends SlotKey, V> {
   /** maxSize bounds the table (and its arrays); set() beyond it is a caller's bug. */
   constructor(private readonly maxSize: number) {
     assert(Number.isInteger(maxSize) && maxSize > 0, 'SlotMap needs a positive bound');
-    this.keys = new Array<K | undefined>(MIN_CAPACITY).fill(undefined);
-    this.vals = new Array<V | undefined>(MIN_CAPACITY).fill(undefined);
-    this.mask = MIN_CAPACITY - 1;
   }
 
   get size(): number {
@@ -69,14 +70,25 @@ export class SlotMap<K extends SlotKey, V> {
   }
 
   set(key: K, value: V): void {
+    this.put(key, value, true);
+  }
+
+  /** Adds the entry unless the key is already there (then nothing changes); answers whether it did. One probe, not has() then set(). */
+  add(key: K, value: V): boolean {
+    return this.put(key, value, false);
+  }
+
+  /** Answers false only when the key was there and `replace` is false. */
+  private put(key: K, value: V, replace: boolean): boolean {
     if (typeof key === 'number' && !Number.isSafeInteger(key)) assert.fail(`SlotMap key ${key} is not a safe integer`);
     let i = hashKey(key) & this.mask;
     for (;;) {
       const k = this.keys[i];
       if (k === undefined) break;
       if (k === key) {
+        if (!replace) return false;
         this.vals[i] = value;
-        return;
+        return true;
       }
       i = (i + 1) & this.mask;
     }
@@ -87,6 +99,7 @@ export class SlotMap<K extends SlotKey, V> {
     if (this.count > this.peak) this.peak = this.count;
     // At most half full: probe runs stay short.
     if (this.count * 2 > this.mask + 1) this.resize((this.mask + 1) * 2);
+    return true;
   }
 
   /** Removes the entry; answers whether there was one. */
@@ -147,8 +160,8 @@ export class SlotMap<K extends SlotKey, V> {
   }
 
   clear(): void {
-    this.keys = new Array<K | undefined>(MIN_CAPACITY).fill(undefined);
-    this.vals = new Array<V | undefined>(MIN_CAPACITY).fill(undefined);
+    this.keys = emptySlots<K>(MIN_CAPACITY);
+    this.vals = emptySlots<V>(MIN_CAPACITY);
     this.mask = MIN_CAPACITY - 1;
     this.count = 0;
     this.peak = 0;
@@ -168,8 +181,8 @@ export class SlotMap<K extends SlotKey, V> {
   private resize(capacity: number): void {
     const oldKeys = this.keys;
     const oldVals = this.vals;
-    this.keys = new Array<K | undefined>(capacity).fill(undefined);
-    this.vals = new Array<V | undefined>(capacity).fill(undefined);
+    this.keys = emptySlots<K>(capacity);
+    this.vals = emptySlots<V>(capacity);
     this.mask = capacity - 1;
     for (let i = 0; i < oldKeys.length; i++) {
       const k = oldKeys[i];

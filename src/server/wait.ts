@@ -3,7 +3,10 @@
 import assert from 'node:assert';
 import { SlotMap, type SlotKey } from '../runtime/slot_map';
 
-interface Pending<T> {
+const NOOP = (): void => {};
+
+interface Pending<K, T> {
+  id: K;
   resolve(v: T): void;
   reject(e: Error): void;
   /** performance.now() at which the wait fails with onTimeout(). */
@@ -19,7 +22,7 @@ interface Pending<T> {
  * keep finished requests alive through young collections (see src/runtime/slot_map.ts).
  */
 export class WaitRegistry<K extends SlotKey, T> {
-  private readonly pending: SlotMap<K, Pending<T>>;
+  private readonly pending: SlotMap<K, Pending<K, T>>;
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -27,7 +30,7 @@ export class WaitRegistry<K extends SlotKey, T> {
     private readonly timeoutMs: number,
   ) {
     assert(maxPending > 0 && timeoutMs > 0, 'WaitRegistry needs a bound and a timeout');
-    this.pending = new SlotMap<K, Pending<T>>(maxPending);
+    this.pending = new SlotMap<K, Pending<K, T>>(maxPending);
   }
 
   get size(): number {
@@ -37,11 +40,13 @@ export class WaitRegistry<K extends SlotKey, T> {
   /** Returns null when the registry is full (the caller answers "too many requests"). */
   register(id: K, onTimeout: () => Error): Promise<T> | null {
     if (this.pending.size >= this.maxPending) return null;
-    assert(!this.pending.has(id), 'duplicate wait id');
-    const deadlineMs = performance.now() + this.timeoutMs;
+    const p: Pending<K, T> = { id, resolve: NOOP, reject: NOOP, deadlineMs: performance.now() + this.timeoutMs, onTimeout };
+    // Entered before the promise exists, so a duplicate throws here rather than rejecting it.
+    if (!this.pending.add(id, p)) assert.fail('duplicate wait id');
+    if (this.timer === null) this.arm(this.timeoutMs);
     return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, { resolve, reject, deadlineMs, onTimeout });
-      if (this.timer === null) this.arm(this.timeoutMs);
+      p.resolve = resolve;
+      p.reject = reject;
     });
   }
 
@@ -90,16 +95,13 @@ export class WaitRegistry<K extends SlotKey, T> {
     // waits for another turn of the timer.
     const now = performance.now();
     let nextDeadlineMs = Infinity;
-    const due: K[] = [];
-    for (const id of this.pending.keyList()) {
-      const deadlineMs = this.pending.get(id)!.deadlineMs;
-      if (deadlineMs <= now) due.push(id);
-      else if (deadlineMs < nextDeadlineMs) nextDeadlineMs = deadlineMs;
-    }
-    for (const id of due) {
-      const p = this.pending.get(id)!;
-      this.pending.delete(id);
-      p.reject(p.onTimeout());
+    for (const p of this.pending.values()) {
+      if (p.deadlineMs <= now) {
+        this.pending.delete(p.id);
+        p.reject(p.onTimeout());
+      } else if (p.deadlineMs < nextDeadlineMs) {
+        nextDeadlineMs = p.deadlineMs;
+      }
     }
     if (nextDeadlineMs !== Infinity) this.arm(nextDeadlineMs - now);
   }
