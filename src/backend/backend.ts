@@ -17,8 +17,10 @@ const CONSISTENT_INDEX_KEY = 'consistent_index';
 const CI_KEY_BYTES = Buffer.from(CONSISTENT_INDEX_KEY);
 /** The consistent index's 8 big-endian bytes, rewritten per setConsistentIndex. */
 const CI_SCRATCH = Buffer.alloc(8);
-/** Written by flushed() to force a durable commit; left out of hash(). */
+/** Written by flushed() in a durable commit; left out of hash(). */
 const FLUSH_MARKER_KEY = 'flush_marker';
+const FLUSH_MARKER_BYTES = Buffer.from(FLUSH_MARKER_KEY);
+const FLUSH_MARKER_VALUE = Buffer.from([1]);
 /** lmdb-js TransactionFlags: ABORTABLE | SYNCHRONOUS_COMMIT | NO_SYNC_FLUSH. */
 const TXN_FLAGS_NO_FSYNC = 0x1 | 0x2 | 0x10000;
 /** etcd sends the snapshot in chunks of this size (snapshotSendBufferSize). */
@@ -28,6 +30,13 @@ const DEFAULT_MAP_SIZE_BYTES = 8 * 1024 * 1024 * 1024;
 const MAX_SUB_DBS = 32;
 /** Callbacks queued for after the running batch commits: a few per subsystem, not per write. */
 const MAX_AFTER_COMMIT = 1024;
+/**
+ * The write map leaves every page a commit touches mapped, so resident, until the file is
+ * unmapped: the file grown by this much since the last remap, or this many background flushes
+ * with writes in them (~5 s of writing), is when a background flush remaps it (~0.8 ms).
+ */
+const REMAP_AFTER_GROWTH_BYTES = 8 * 1024 * 1024;
+const REMAP_AFTER_FLUSHES = 50;
 
 export interface BackendOptions {
   mapSizeBytes?: number;
@@ -85,6 +94,14 @@ export class Backend {
   private flushing: Promise<void> | null = null;
   private backgroundFlushes = 0;
   private flushPaused = false;
+  /** batchSeq() when the last completed sync started: every batch up to it is on disk. */
+  private syncedSeq = 0;
+  /** lmdb-js work on another thread that reads the environment (backups). */
+  private envUsers = 0;
+  /** File size at the last remap, and background flushes since then. */
+  private bytesAtRemap = 0;
+  private flushesSinceRemap = 0;
+  private remaps = 0;
 
   private constructor(
     readonly filePath: string,
@@ -102,6 +119,7 @@ export class Backend {
     const raw = this.meta.getBinary(Buffer.from(CONSISTENT_INDEX_KEY));
     this.ci = raw ? Number(Buffer.from(raw).readBigUInt64BE(0)) : 0;
     assert(Number.isSafeInteger(this.ci));
+    this.bytesAtRemap = this.sizeBytes();
   }
 
   /** Opens (creating if needed) the database file at `filePath`. */
@@ -184,17 +202,96 @@ export class Backend {
    */
   private backgroundFlush(): void {
     if (!this.dirty || this.flushing || this.closed || this.swapping || this.flushPaused) return;
+    void this.sync()
+      .then(() => {
+        this.backgroundFlushes++;
+        this.flushesSinceRemap++;
+        this.remapIfGrown();
+      })
+      .catch(() => undefined);
+  }
+
+  /**
+   * One mdb_env_sync on libuv's thread pool (the only kind of flush this backend makes, so that
+   * lmdb-js never holds a pending asynchronous write: see releaseMappedPages()).
+   */
+  private sync(): Promise<void> {
+    assert(!this.flushing, 'one sync at a time');
+    const startSeq = this.seq;
     this.dirty = false;
     const env = this.env as unknown as { sync(cb: (err?: Error | null) => void): void };
-    this.flushing = new Promise<void>((resolve) => {
-      env.sync((err) => {
-        if (err) this.dirty = true;
-        else this.backgroundFlushes++;
+    let settled = false;
+    const flushing = new Promise<void>((resolve, reject) => {
+      const done = (err?: Error | null): void => {
+        settled = true;
+        this.flushing = null;
+        if (err) {
+          this.dirty = true;
+          reject(err);
+          return;
+        }
+        this.syncedSeq = Math.max(this.syncedSeq, startSeq);
         resolve();
-      });
-    }).finally(() => {
-      this.flushing = null;
+      };
+      try {
+        env.sync(done);
+      } catch (e) {
+        done(e as Error);
+      }
     });
+    if (!settled) this.flushing = flushing;
+    return flushing;
+  }
+
+  private remapIfGrown(): void {
+    const grownBytes = this.sizeBytes() - this.bytesAtRemap;
+    if (grownBytes < REMAP_AFTER_GROWTH_BYTES && this.flushesSinceRemap < REMAP_AFTER_FLUSHES) return;
+    this.releaseMappedPages();
+  }
+
+  /**
+   * Unmaps the database file and maps it again, so that the pages the write map (or a read of
+   * everything, as at start-up) left mapped stop counting in our resident size; they stay in the
+   * page cache, and what is read next faults back in. etcd's bbolt writes with pwrite, so only
+   * what it reads stays mapped: 100k keys loaded left ~34 MiB of the file resident in ours.
+   * Synchronous, and only when nothing holds the environment (a batch, a sync, a backup, a
+   * swap); answers whether it remapped. Durable data is unaffected: the kernel keeps the dirty
+   * pages of a shared mapping when it is unmapped, and the next sync writes them.
+   */
+  releaseMappedPages(): boolean {
+    if (this.closed || this.depth > 0 || this.flushing || this.swapping || this.defragging || this.envUsers > 0) return false;
+    const old = this.env;
+    void old.close();
+    // lmdb-js closes at once unless an asynchronous write of its own is pending, and this
+    // backend makes none (sync() above instead of an async commit).
+    if ((old as unknown as { status?: string }).status !== 'closed') assert.fail('lmdb-js deferred closing the environment');
+    this.openEnvAndDbs();
+    this.bytesAtRemap = this.sizeBytes();
+    this.flushesSinceRemap = 0;
+    this.remaps++;
+    return true;
+  }
+
+  /** Runs work that reads the environment from another thread: no remap until it ends. */
+  private async withEnvUser<T>(work: () => Promise<T>): Promise<T> {
+    this.envUsers++;
+    try {
+      return await work();
+    } finally {
+      this.envUsers--;
+    }
+  }
+
+  /** Completed releaseMappedPages() calls (for tests and diagnostics). */
+  remapCount(): number {
+    return this.remaps;
+  }
+
+  private openEnvAndDbs(): void {
+    this.env = openEnv(this.filePath, this.mapSizeBytes, this.durableCommits);
+    for (const name of this.dbs.keys()) {
+      this.dbs.set(name, this.env.openDB<Buffer, Buffer>({ name, keyEncoding: 'binary', encoding: 'binary', cache: false }));
+    }
   }
 
   /** Background flushes completed (for tests and diagnostics). */
@@ -282,12 +379,24 @@ export class Backend {
     return pages * envStats.pageSize;
   }
 
-  /** Resolves when everything committed so far is on disk. */
+  /**
+   * Resolves when everything committed so far is on disk. The dirty pages go first, by a sync
+   * on libuv's thread pool; then one small durable commit, in which LMDB writes its data pages
+   * before the meta page that points at them (a sync alone writes both at once), so the file is
+   * whole at this point even across a power loss.
+   */
   async flushed(): Promise<void> {
-    // An asynchronous commit ends with an fsync of the file, which also covers every earlier
-    // commit made without one.
-    await this.meta.put(Buffer.from(FLUSH_MARKER_KEY), Buffer.from([1]));
-    await this.env.flushed;
+    const target = this.seq;
+    // A sync that started before the last commit may not hold it: at most one to wait out,
+    // then one of our own.
+    for (let attempt = 0; this.syncedSeq < target; attempt++) {
+      assert(attempt < 3, 'flushed(): the environment would not sync');
+      if (this.flushing) await this.flushing.catch(() => undefined);
+      else await this.sync();
+    }
+    // Synchronous (lmdb-js's default flags for transactionSync), so lmdb-js holds no pending
+    // asynchronous write afterwards: see releaseMappedPages().
+    this.env.transactionSync(() => this.meta.putSync(FLUSH_MARKER_BYTES, FLUSH_MARKER_VALUE));
   }
 
   /**
@@ -331,7 +440,7 @@ export class Backend {
     const copy = path.join(dir, 'db');
     try {
       // LMDB copies under one read transaction: a consistent point-in-time image.
-      await this.env.backup(copy, false);
+      await this.withEnvUser(() => this.env.backup(copy, false));
       return { totalBytes: fs.statSync(copy).size, chunks: readSnapshotCopy(dir, copy) };
     } catch (e) {
       fs.rmSync(dir, { recursive: true, force: true });
@@ -360,7 +469,7 @@ export class Backend {
       fs.rmSync(tmp, { force: true });
       fs.rmSync(`${tmp}-lock`, { force: true });
       const txnBefore = (this.env.getStats() as LmdbStats).lastTxnId;
-      await this.env.backup(tmp, true);
+      await this.withEnvUser(() => this.env.backup(tmp, true));
       if (this.closed) {
         fs.rmSync(tmp, { force: true });
         return;
@@ -384,7 +493,7 @@ export class Backend {
     // A background sync runs on the old environment's handle: let it finish first.
     this.flushPaused = true;
     try {
-      if (this.flushing) await this.flushing;
+      if (this.flushing) await this.flushing.catch(() => undefined);
     } finally {
       this.flushPaused = false;
     }
@@ -401,10 +510,8 @@ export class Backend {
       }
     }
     fs.renameSync(source, this.filePath);
-    this.env = openEnv(this.filePath, this.mapSizeBytes, this.durableCommits);
-    for (const name of this.dbs.keys()) {
-      this.dbs.set(name, this.env.openDB<Buffer, Buffer>({ name, keyEncoding: 'binary', encoding: 'binary', cache: false }));
-    }
+    this.openEnvAndDbs();
+    this.bytesAtRemap = this.sizeBytes();
     await closing;
   }
 
@@ -443,7 +550,7 @@ export class Backend {
     this.closed = true;
     if (this.flushTimer) clearInterval(this.flushTimer);
     this.flushTimer = null;
-    if (this.flushing) await this.flushing;
+    if (this.flushing) await this.flushing.catch(() => undefined);
     // Closing right after transactionSync can hang lmdb-js; let the event loop turn first.
     await new Promise((r) => setTimeout(r, 10));
     await this.flushed();

@@ -11,6 +11,25 @@ afterAll(() => {
   for (const dir of tempDirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
 });
 
+/** KiB of the database file that are mapped and resident in this process (/proc/self/smaps). */
+function residentMapKib(file: string): number {
+  let kib = 0;
+  let inFile = false;
+  for (const line of fs.readFileSync('/proc/self/smaps', 'utf8').split('\n')) {
+    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) inFile = line.endsWith(` ${file}`);
+    else if (inFile && line.startsWith('Rss:')) kib += Number(line.split(/\s+/)[1]);
+  }
+  return kib;
+}
+
+async function until(cond: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 function tmpDb(): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'backend-test-'));
   tempDirs.push(dir);
@@ -154,5 +173,82 @@ describe('Backend', () => {
     expect(be2.subDb('d').getBinary(Buffer.from('new'))?.toString()).toBe('v');
     expect(be2.consistentIndex()).toBe(7);
     await be2.close();
+  });
+
+  it('unmaps the pages its writes left resident, and keeps every handle and value', async () => {
+    const p = tmpDb();
+    const be = Backend.open(p, { flushIntervalMs: 0 });
+    const db = be.subDb('d');
+    const value = (i: number) => Buffer.alloc(1000, i % 251);
+    for (let b = 0; b < 20; b++) {
+      be.batch(() => {
+        for (let i = b * 1000; i < (b + 1) * 1000; i++) db.putSync(Buffer.from(`k${i}`), value(i));
+        be.setConsistentIndex(b + 1);
+      });
+    }
+    // ~20 MB written through the write map: it is all resident.
+    expect(residentMapKib(p)).toBeGreaterThan(16 * 1024);
+    await be.flushed();
+    expect(be.releaseMappedPages()).toBe(true);
+    expect(be.remapCount()).toBe(1);
+    expect(residentMapKib(p)).toBeLessThan(1024);
+    // The same handle reads and writes through the new mapping.
+    expect(db.getBinary(Buffer.from('k12345'))?.equals(value(12345))).toBe(true);
+    expect(be.consistentIndex()).toBe(20);
+    be.batch(() => {
+      db.putSync(Buffer.from('after'), Buffer.from('remap'));
+      be.setConsistentIndex(21);
+    });
+    // Dirty pages left by unflushed commits survive a remap, and the next flush covers them.
+    expect(be.releaseMappedPages()).toBe(true);
+    expect(db.getBinary(Buffer.from('after'))?.toString()).toBe('remap');
+    await be.close();
+    const again = Backend.open(p);
+    expect(again.consistentIndex()).toBe(21);
+    expect(again.subDb('d').getBinary(Buffer.from('after'))?.toString()).toBe('remap');
+    expect(again.subDb('d').getBinary(Buffer.from('k19999'))?.equals(value(19999))).toBe(true);
+    await again.close();
+  });
+
+  it('does not remap while a batch, a sync or a backup holds the environment', async () => {
+    const be = Backend.open(tmpDb(), { flushIntervalMs: 0 });
+    const db = be.subDb('d');
+    be.batch(() => {
+      for (let i = 0; i < 2000; i++) db.putSync(Buffer.from(`k${i}`), Buffer.alloc(200, 7));
+      expect(be.releaseMappedPages()).toBe(false);
+    });
+    const flushing = be.flushed();
+    expect(be.releaseMappedPages()).toBe(false);
+    await flushing;
+    const snapshot = be.openSnapshot();
+    expect(be.releaseMappedPages()).toBe(false);
+    const snap = await snapshot;
+    for await (const _ of snap.chunks) void _;
+    expect(be.releaseMappedPages()).toBe(true);
+    expect(be.remapCount()).toBe(1);
+    await be.close();
+  });
+
+  it('remaps from the background flush once the file has grown by 8 MiB', async () => {
+    const p = tmpDb();
+    const be = Backend.open(p, { flushIntervalMs: 5 });
+    const db = be.subDb('d');
+    for (let b = 0; b < 4; b++) {
+      be.batch(() => {
+        for (let i = b * 1000; i < (b + 1) * 1000; i++) db.putSync(Buffer.from(`k${i}`), Buffer.alloc(1000, 1));
+      });
+      await until(() => be.backgroundFlushCount() > b);
+    }
+    // ~4 MB: not yet.
+    expect(be.remapCount()).toBe(0);
+    for (let b = 4; b < 12; b++) {
+      be.batch(() => {
+        for (let i = b * 1000; i < (b + 1) * 1000; i++) db.putSync(Buffer.from(`k${i}`), Buffer.alloc(1000, 1));
+      });
+    }
+    await until(() => be.remapCount() === 1);
+    expect(residentMapKib(p)).toBeLessThan(4 * 1024);
+    expect(db.getBinary(Buffer.from('k11999'))?.length).toBe(1000);
+    await be.close();
   });
 });
