@@ -118,7 +118,14 @@ export class H2Connection implements StreamOwner {
   private ackTimer: NodeJS.Timeout | undefined;
   /** A WINDOW_UPDATE in the chunk being read let held DATA go: send it before returning. */
   private windowOpened = false;
-  private closed = false;
+  /**
+   * Assigned in the constructor, not by an initializer: V8 treats a field only its initializer
+   * has written as a constant of the class and optimized code relies on that, so the first
+   * connection to close threw away the whole request path's optimized code (~30 functions; the
+   * next few thousand requests ran slow again). The class field's own `undefined` first makes the
+   * constructor's store an ordinary write. (scripts/bench/README.md, "Fields written late".)
+   */
+  private closed: boolean;
   private goawaySent = false;
 
   private keepaliveTimer: NodeJS.Timeout | undefined;
@@ -131,6 +138,7 @@ export class H2Connection implements StreamOwner {
     private readonly opts: H2ConnectionOptions,
   ) {
     this.session = { socket };
+    this.closed = false;
     this.maxConcurrentStreams = opts.maxConcurrentStreams ?? 2 ** 32 - 1;
     assert(Number.isSafeInteger(this.maxConcurrentStreams) && this.maxConcurrentStreams >= 0, 'bad maxConcurrentStreams');
     this.streams = new SlotMap<number, H2Stream>(Math.max(1, this.maxConcurrentStreams));

@@ -31,6 +31,9 @@ export class FrameSplitter {
     private readonly preface?: Buffer,
   ) {
     this.prefaceLeft = preface !== undefined;
+    // Written here so that V8 takes it for an ordinary field, not a constant of the class: its
+    // first write otherwise came at the first connection's close (see H2Connection.closed).
+    this.pending = undefined;
   }
 
   /** Delivers the whole frames in what was kept plus `chunk`. Throws ConnectionError on bad framing. */

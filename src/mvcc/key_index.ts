@@ -22,12 +22,22 @@ interface ClosedGeneration {
   revs: number[];
 }
 
-/** History of a key beyond one live revision. */
-interface History {
+/**
+ * History of a key beyond one live revision. Its fields (and KeyIndex.hist) are set in the
+ * constructor, not by initializers or an object literal, so that V8 takes them for ordinary
+ * fields from the start: the first overwrite of a key otherwise threw away the optimized write
+ * path (see H2Connection.closed).
+ */
+class History {
   /** Current generation's (main, sub) pairs, oldest first; null while it is empty (key deleted). */
   revs: number[] | null;
   /** Older generations, oldest first; null when there are none. */
   closed: ClosedGeneration[] | null;
+
+  constructor(revs: number[] | null, closed: ClosedGeneration[] | null) {
+    this.revs = revs;
+    this.closed = closed;
+  }
 }
 
 export interface IndexGet {
@@ -52,10 +62,11 @@ export class KeyIndex {
   createdMain = 0;
   ver = 0;
   /** null: the key is live with the single revision (modMain, modSub) (or was never put). */
-  hist: History | null = null;
+  hist: History | null;
 
   constructor(key: string) {
     this.key = key;
+    this.hist = null;
   }
 
   isEmpty(): boolean {
@@ -93,7 +104,7 @@ export class KeyIndex {
       if (this.modMain === 0) {
         created = true;
       } else {
-        this.hist = { revs: [this.modMain, this.modSub, main, sub], closed: null };
+        this.hist = new History([this.modMain, this.modSub, main, sub], null);
         this.ver++;
       }
     } else if (h.revs === null) {
