@@ -43,26 +43,21 @@ function emptySlots<T>(n: number): (T | undefined)[] {
 }
 
 export class SlotMap<K extends SlotKey, V> {
-  // Set in the constructor, not by initializers, so that V8 takes them for ordinary fields from
-  // the start: clear() and resize() are their first writes otherwise, and came late (a
-  // connection's close): see H2Connection.closed.
-  private keys: (K | undefined)[];
-  private vals: (V | undefined)[];
-  private mask: number;
-  private count: number;
+  // Set by the constructor (through clear()), not by initializers, so that V8 takes them for
+  // ordinary fields from the start: clear() and resize() were their first writes otherwise, and
+  // came late (a connection's close): see H2Connection.closed.
+  private keys!: (K | undefined)[];
+  private vals!: (V | undefined)[];
+  private mask!: number;
+  private count!: number;
   /** Most entries at once since the last shrink check, and deletes since then. */
-  private peak: number;
-  private deletesSinceCheck: number;
+  private peak!: number;
+  private deletesSinceCheck!: number;
 
   /** maxSize bounds the table (and its arrays); set() beyond it is a caller's bug. */
   constructor(private readonly maxSize: number) {
     assert(Number.isInteger(maxSize) && maxSize > 0, 'SlotMap needs a positive bound');
-    this.keys = emptySlots<K>(MIN_CAPACITY);
-    this.vals = emptySlots<V>(MIN_CAPACITY);
-    this.mask = MIN_CAPACITY - 1;
-    this.count = 0;
-    this.peak = 0;
-    this.deletesSinceCheck = 0;
+    this.clear();
   }
 
   get size(): number {
