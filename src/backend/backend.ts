@@ -202,13 +202,16 @@ export class Backend {
    */
   private backgroundFlush(): void {
     if (!this.dirty || this.flushing || this.closed || this.swapping || this.flushPaused) return;
-    void this.sync()
-      .then(() => {
+    // A failed sync leaves `dirty` set and the next tick tries again; a remap that breaks an
+    // invariant throws out of the fulfilment handler, uncaught (the process stops).
+    void this.sync().then(
+      () => {
         this.backgroundFlushes++;
         this.flushesSinceRemap++;
         this.remapIfGrown();
-      })
-      .catch(() => undefined);
+      },
+      () => undefined,
+    );
   }
 
   /**
@@ -386,6 +389,7 @@ export class Backend {
    * whole at this point even across a power loss.
    */
   async flushed(): Promise<void> {
+    assert(this.depth === 0, 'flushed() inside a batch');
     const target = this.seq;
     // A sync that started before the last commit may not hold it: at most one to wait out,
     // then one of our own.

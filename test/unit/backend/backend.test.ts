@@ -229,6 +229,18 @@ describe('Backend', () => {
     await be.close();
   });
 
+  it('refuses flushed() inside a batch (it could not be durable there)', async () => {
+    const be = Backend.open(tmpDb(), { flushIntervalMs: 0 });
+    let inside: Promise<void> | undefined;
+    be.batch(() => {
+      be.setConsistentIndex(1);
+      inside = be.flushed();
+    });
+    await expect(inside).rejects.toThrow('flushed() inside a batch');
+    await be.flushed();
+    await be.close();
+  });
+
   it('remaps from the background flush once the file has grown by 8 MiB', async () => {
     const p = tmpDb();
     const be = Backend.open(p, { flushIntervalMs: 5 });
