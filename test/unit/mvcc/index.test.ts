@@ -125,4 +125,18 @@ describe('TreeIndex', () => {
     expect(t.range('a', null, 100)).toEqual([]);
     expect(t.range('a', null, 9).length).toBe(1);
   });
+
+  it('inserts a restored key index once, counts it live, and refuses a second for the same key', () => {
+    const t = new TreeIndex();
+    const ki = new KeyIndex('k');
+    ki.restore(3, 5, 0, 2);
+    t.insert(ki);
+    expect(t.keyIndex('k')).toBe(ki);
+    expect(t.keyCount()).toBe(1);
+    const again = new KeyIndex('k');
+    again.restore(3, 6, 0, 3);
+    expect(() => t.insert(again)).toThrow('key index inserted twice');
+    expect(t.keyIndex('k')).toBe(ki);
+    expect(t.keyCount()).toBe(1);
+  });
 });
