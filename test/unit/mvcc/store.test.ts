@@ -135,6 +135,27 @@ describe('MvccStore revisions', () => {
 });
 
 describe('MvccStore restart', () => {
+  it('lists a key with a lease only while its last record is a put with one', async () => {
+    const p = fresh();
+    write(p, (t) => t.put(b('e'), b('1'), 5n));
+    write(p, (t) => t.put(b('e'), b('2'), 0n)); // lease dropped by an overwrite
+    write(p, (t) => t.put(b('f'), b('1'), 3n));
+    write(p, (t) => t.deleteRange(b('f'), null)); // deleted
+    write(p, (t) => t.put(b('g'), b('1'), 0n));
+    write(p, (t) => t.put(b('g'), b('2'), 8n)); // lease added by an overwrite
+    write(p, (t) => t.put(b('h'), b('1'), 6n));
+    write(p, (t) => t.deleteRange(b('h'), null));
+    write(p, (t) => t.put(b('h'), b('2'), 2n)); // created again with a lease
+    await closeStore(p);
+    opened.splice(opened.indexOf(p), 1);
+    const q = fresh(p.dbPath);
+    const listed = (): string[] => q.store.keysWithLease().map((x) => `${x.key}:${x.lease}`).sort();
+    expect(listed()).toEqual(['g:8', 'h:2']);
+    // The index walk that serves it after a write agrees.
+    write(q, (t) => t.put(b('z'), b('1'), 0n));
+    expect(listed()).toEqual(['g:8', 'h:2']);
+  });
+
   it('rebuilds the index, revision and lease attachments from disk', async () => {
     const p = fresh();
     write(p, (t) => t.put(b('a'), b('1'), 7n)); // 2
@@ -155,6 +176,13 @@ describe('MvccStore restart', () => {
     ]);
     write(q, (t) => t.put(b('b'), b('5'), 0n));
     expect(q.store.range(b('b'), null).kvs[0]).toMatchObject({ version: 1, createRevision: 7 });
+    // After a write the list comes from the index again, and follows it.
+    write(q, (t) => t.put(b('a'), b('6'), 0n));
+    write(q, (t) => t.put(b('d'), b('7'), 4n));
+    expect(q.store.keysWithLease().map((x) => [x.key.toString(), x.lease])).toEqual([
+      ['c', 9n],
+      ['d', 4n],
+    ]);
   });
 });
 
