@@ -291,7 +291,7 @@ export class EtcdServer implements EtcdServerApi {
     }, { tickMs: cfg.heartbeatIntervalMs, maxInbox: MAX_INBOX, log });
     // Rebuilding the key index read the whole file through LMDB's map: unmap what it left
     // resident before anything is served (100k keys: ~34 MiB).
-    backend.releaseMappedPages();
+    backend.releaseMappedPagesAfterStart();
     server.node.start();
     // With nothing to replay the core knows the membership from its snapshot already.
     if (contents.entries.length === 0 && snapshotIndex > 0) server.maybeCampaignAlone();
