@@ -401,20 +401,21 @@ export class MvccStore {
       lastMain = r.main;
       const kv = decodeKeyValue(value, true);
       const keyStr = kv.key.toString('latin1');
-      if (!isTombstoneKey(key) && kv.lease !== 0n) leased.set(keyStr, { key: kv.key, lease: kv.lease });
+      const tombstone = isTombstoneKey(key);
+      if (!tombstone && kv.lease !== 0n) leased.set(keyStr, { key: kv.key, lease: kv.lease });
       else if (leased.size > 0) leased.delete(keyStr);
+      // Through the index's own put/tombstone, which keep its live-key count (no walk after).
       const ki = this.index.keyIndex(keyStr);
       if (ki) {
-        if (isTombstoneKey(key)) ki.tombstone(r.main, r.sub);
-        else ki.put(r.main, r.sub);
-      } else if (!isTombstoneKey(key)) {
+        if (tombstone) this.index.tombstone(keyStr, r.main, r.sub, ki);
+        else this.index.put(keyStr, r.main, r.sub, ki);
+      } else if (!tombstone) {
         // The oldest surviving record of a key whose earlier history was compacted.
         const fresh = new KeyIndex(keyStr);
         fresh.restore(kv.createRevision, r.main, r.sub, kv.version);
         this.index.insert(fresh);
       }
     }
-    this.index.recount();
     this.restoredLeases = leased;
     this.currentRev = lastMain;
     // Compaction may have removed every record up to the compact revision.

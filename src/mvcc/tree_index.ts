@@ -38,9 +38,10 @@ export class TreeIndex {
     if (ki.put(main, sub)) this.live++;
   }
 
-  /** False when the key does not exist now. */
-  tombstone(key: string, main: number, sub: number): boolean {
-    const ki = this.tree.get(key);
+  /** False when the key does not exist now. `known`: as for put(). */
+  tombstone(key: string, main: number, sub: number, known?: KeyIndex | null): boolean {
+    const ki = known === undefined ? this.tree.get(key) : known;
+    assert(known == null || known.key === key, 'key index of another key');
     if (!ki) return false;
     if (!ki.tombstone(main, sub)) return false;
     this.live--;
@@ -58,15 +59,6 @@ export class TreeIndex {
     // has() first cost a third of the B-tree's time in a 1M-key restart).
     if (!this.tree.set(ki.key, ki, false)) assert.fail('key index inserted twice');
     if (ki.isLive()) this.live++;
-  }
-
-  /** After a restore, recount live keys (restore mutates key indexes directly). */
-  recount(): void {
-    let n = 0;
-    this.tree.forEach((ki) => {
-      if (ki.isLive()) n++;
-    });
-    this.live = n;
   }
 
   get(key: string, atRev: number): IndexGet | null {
