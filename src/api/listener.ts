@@ -10,7 +10,8 @@ import path from 'node:path';
 import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { grpcStreamEntry } from '../grpcjs/stream_hook';
-import { H2Connection } from '../h2/connection';
+import { H2Connection, type IncomingHeaders } from '../h2/connection';
+import type { H2Stream } from '../h2/stream';
 import { PREFACE } from '../h2/frames';
 import { admitVerifiedPeer, logRejected, serverTlsOptions, type TlsMaterial } from '../tls';
 import { createGatewayDir, GATEWAY_SOCKET_NAME, sweepStaleGatewayDirs } from './gateway_dir';
@@ -103,6 +104,12 @@ export async function listenClientUrls(
   const injector = grpcServer.createConnectionInjector(grpc.ServerCredentials.createInsecure());
   const impl = clientHttp2Impl();
   const streamEntry = grpcStreamEntry(grpcServer);
+  // As etcd's grpcHandlerFunc: gRPC by content-type, anything else (curl negotiating h2 on an
+  // https:// URL for /health, /metrics or the JSON gateway) to the HTTP handler. One function for
+  // all connections: a closure per connection made the second connection's first request
+  // deoptimize the header path ("wrong call target").
+  const onStream = (stream: H2Stream, headers: IncomingHeaders): void =>
+    isGrpcRequest(headers) ? streamEntry(stream, headers) : serveHttpOverH2(stream, headers, httpHandler);
   const serveHttp2 = (socket: net.Socket, head: Buffer): void => {
     if (impl === 'node') {
       // Strips a scheme from the first request's :authority (Go clients dialled with a URL
@@ -111,9 +118,7 @@ export async function listenClientUrls(
       return;
     }
     const conn = new H2Connection(socket, {
-      // As etcd's grpcHandlerFunc: gRPC by content-type, anything else (curl negotiating h2 on an
-      // https:// URL for /health, /metrics or the JSON gateway) to the HTTP handler.
-      onStream: (stream, headers) => (isGrpcRequest(headers) ? streamEntry(stream, headers) : serveHttpOverH2(stream, headers, httpHandler)),
+      onStream,
       maxConcurrentStreams: opts.http2?.maxConcurrentStreams,
       keepaliveIntervalMs: opts.http2?.keepaliveIntervalMs,
       keepaliveTimeoutMs: opts.http2?.keepaliveTimeoutMs,

@@ -28,7 +28,7 @@ import {
 } from './frames';
 import { SlotMap } from '../runtime/slot_map';
 import { stripScheme } from './authority';
-import { ConnectionError, FrameSplitter, HeaderBlockCollector, unpad, type HeaderBlock } from './frame_reader';
+import { ConnectionError, FrameSplitter, HeaderBlockCollector, unpad, type FrameSink, type HeaderBlock } from './frame_reader';
 import { FrozenHeaderEncoder, HpackDecoder, HpackError, type OutgoingValue } from './hpack';
 import { H2Stream, type StreamOwner } from './stream';
 
@@ -80,16 +80,13 @@ export const PING_ACK_DELAY_MS = 5;
 /** One write gathers frames up to this size into one buffer; beyond it, a vectored write. */
 const COALESCE_BYTES = 64 * 1024;
 
-export class H2Connection implements StreamOwner {
+export class H2Connection implements StreamOwner, FrameSink {
   private readonly streams: SlotMap<number, H2Stream>;
   private readonly decoder = new HpackDecoder();
   private readonly encoder = new FrozenHeaderEncoder();
   private readonly maxConcurrentStreams: number;
   private lastStreamId = 0;
-  private readonly frames = new FrameSplitter((type, flags, streamId, payload) => {
-    this.onFrame(type, flags, streamId, payload);
-    return !this.closed;
-  }, PREFACE);
+  private readonly frames = new FrameSplitter(this, PREFACE);
   private readonly headerBlocks = new HeaderBlockCollector();
 
   // Flow control. Receive: what the peer may still send us before our next WINDOW_UPDATE.
@@ -267,6 +264,12 @@ export class H2Connection implements StreamOwner {
     }
   }
 
+  /** FrameSink: the splitter's frames; false once the connection has closed. */
+  receiveFrame(type: number, flags: number, streamId: number, payload: Buffer): boolean {
+    this.onFrame(type, flags, streamId, payload);
+    return !this.closed;
+  }
+
   private onFrame(type: number, flags: number, streamId: number, payload: Buffer): void {
     if (this.headerBlocks.open && type !== FrameType.CONTINUATION) {
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'expected CONTINUATION');
@@ -365,13 +368,16 @@ export class H2Connection implements StreamOwner {
     const headers = Object.create(HEADERS_PROTO) as IncomingHeaders;
     let listBytes = 0;
     // Decoded even for a stream we refuse: the HPACK table must see every block.
-    this.decoder.decode(block, (name, value) => {
+    const fields = this.decoder.decode(block);
+    for (let i = 0; i < fields.length; i += 2) {
+      const name = fields[i]!;
+      const value = fields[i + 1]!;
       listBytes += name.length + value.length + 32;
       const prev = headers[name];
       if (prev === undefined) headers[name] = value;
       else if (Array.isArray(prev)) prev.push(value);
       else headers[name] = [prev, value];
-    });
+    }
     if (listBytes > MAX_HEADER_LIST_BYTES) throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header list too large');
     const id = hb.streamId;
     const existing = this.streams.get(id);

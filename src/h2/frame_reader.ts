@@ -14,8 +14,15 @@ export class ConnectionError extends Error {
   }
 }
 
-/** Gets each whole frame; returns false to stop reading (the connection is closing). */
-export type FrameHandler = (type: number, flags: number, streamId: number, payload: Buffer) => boolean;
+/**
+ * Gets each whole frame; returns false to stop reading (the connection is closing). An object's
+ * method rather than a callback: each connection passed a closure of its own, and the second
+ * connection's first frame deoptimized the splitter's loop with everything inlined into it
+ * ("wrong call target").
+ */
+export interface FrameSink {
+  receiveFrame(type: number, flags: number, streamId: number, payload: Buffer): boolean;
+}
 
 /**
  * Splits what the socket delivers into frames. A partial frame (at most one frame's header and
@@ -27,7 +34,7 @@ export class FrameSplitter {
 
   /** `preface`: bytes that must come before the first frame (a server expects the client's). */
   constructor(
-    private readonly onFrame: FrameHandler,
+    private readonly sink: FrameSink,
     private readonly preface?: Buffer,
   ) {
     this.prefaceLeft = preface !== undefined;
@@ -64,7 +71,7 @@ export class FrameSplitter {
       const streamId = buf.readUInt32BE(pos + 5) & 0x7fffffff;
       const payload = buf.subarray(pos + FRAME_HEADER_BYTES, pos + FRAME_HEADER_BYTES + length);
       pos += FRAME_HEADER_BYTES + length;
-      if (!this.onFrame(type, flags, streamId, payload)) return;
+      if (!this.sink.receiveFrame(type, flags, streamId, payload)) return;
     }
     if (pos < buf.length) {
       assert(buf.length - pos < FRAME_HEADER_BYTES + DEFAULT_MAX_FRAME_BYTES, 'partial frame over its bound');

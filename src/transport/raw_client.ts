@@ -24,7 +24,7 @@ import {
   frameHeader,
   u32Frame,
 } from '../h2/frames';
-import { ConnectionError, FrameSplitter, HeaderBlockCollector, type HeaderBlock } from '../h2/frame_reader';
+import { ConnectionError, FrameSplitter, HeaderBlockCollector, type FrameSink, type HeaderBlock } from '../h2/frame_reader';
 import { HpackDecoder, encodeHeaders } from '../h2/hpack';
 import type { PeerTarget } from './urls';
 
@@ -104,19 +104,20 @@ interface OutMessage {
 }
 
 /** One client-streaming call on its own HTTP/2 connection. */
-export class RawClientStream {
+export class RawClientStream implements FrameSink {
   private readonly socket: net.Socket;
   private readonly decoder = new HpackDecoder();
-  private ended = false;
+  // Assigned in the constructor, not here, so that V8 takes them for ordinary fields rather than
+  // constants of the class: their first writes (the first keepalive PING, the first stream's end)
+  // came minutes into a member's life and deoptimized code that had relied on them (see
+  // H2Connection.closed).
+  private ended: boolean;
   private connected = false;
-  private pingOutstanding = false;
+  private pingOutstanding: boolean;
   private readonly keepalive: NodeJS.Timeout;
 
   /** Splits the socket's bytes into frames, keeping an incomplete one for the next read. */
-  private readonly frames = new FrameSplitter((type, flags, streamId, payload) => {
-    this.onFrame(type, flags, streamId, payload);
-    return !this.ended;
-  });
+  private readonly frames = new FrameSplitter(this);
   /** A header block being collected across CONTINUATION frames. */
   private readonly headerBlocks = new HeaderBlockCollector();
   private responseSeen = false;
@@ -131,6 +132,8 @@ export class RawClientStream {
 
   constructor(target: PeerTarget, opts: RawStreamOptions, private readonly handlers: RawStreamHandlers) {
     assert(!target.secure, 'the raw peer stream carries no TLS');
+    this.ended = false;
+    this.pingOutstanding = false;
     const unixPath = target.target.startsWith('unix:') ? target.target.slice('unix:'.length) : null;
     const authority = unixPath === null ? target.target : 'localhost';
     this.socket = unixPath === null ? net.connect(hostPort(target.target)) : net.connect({ path: unixPath });
@@ -242,6 +245,12 @@ export class RawClientStream {
     }
   }
 
+  /** FrameSink: the splitter's frames; false once the stream has ended. */
+  receiveFrame(type: number, flags: number, streamId: number, payload: Buffer): boolean {
+    this.onFrame(type, flags, streamId, payload);
+    return !this.ended;
+  }
+
   private onFrame(type: number, flags: number, streamId: number, payload: Buffer): void {
     if (this.headerBlocks.open && type !== FrameType.CONTINUATION) {
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'header block interrupted');
@@ -332,9 +341,10 @@ export class RawClientStream {
     const fields = new Map<string, string>();
     try {
       // Every block goes through the decoder: its table changes with each.
-      this.decoder.decode(hb.block, (name, value) => {
-        if (!fields.has(name)) fields.set(name, value);
-      });
+      const list = this.decoder.decode(hb.block);
+      for (let i = 0; i < list.length; i += 2) {
+        if (!fields.has(list[i]!)) fields.set(list[i]!, list[i + 1]!);
+      }
     } catch (e) {
       this.fail(ErrorCode.COMPRESSION_ERROR, (e as Error).message);
       return;

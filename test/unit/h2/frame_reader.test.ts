@@ -7,10 +7,13 @@ type Got = [type: number, flags: number, streamId: number, payload: string];
 
 function splitter(preface?: Buffer, stopAfter = Infinity) {
   const got: Got[] = [];
-  const s = new FrameSplitter((type, flags, streamId, payload) => {
-    got.push([type, flags, streamId, payload.toString('latin1')]);
-    return got.length < stopAfter;
-  }, preface);
+  const sink = {
+    receiveFrame(type: number, flags: number, streamId: number, payload: Buffer): boolean {
+      got.push([type, flags, streamId, payload.toString('latin1')]);
+      return got.length < stopAfter;
+    },
+  };
+  const s = new FrameSplitter(sink, preface);
   return { s, got };
 }
 

@@ -4,8 +4,9 @@ import { FrozenHeaderEncoder, HpackDecoder, HpackError, encodeHeaders, encodeInt
 const hex = (s: string): Buffer => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 
 function decodeAll(d: HpackDecoder, block: Buffer): [string, string][] {
+  const fields = d.decode(block);
   const out: [string, string][] = [];
-  d.decode(block, (n, v) => out.push([n, v]));
+  for (let i = 0; i < fields.length; i += 2) out.push([fields[i]!, fields[i + 1]!]);
   return out;
 }
 
