@@ -109,7 +109,47 @@ export interface StartOptions {
   readyTimeoutMs: number;
 }
 
+/** Starts of a cluster whose member found its port taken, before the start counts as failed. */
+const MAX_START_ATTEMPTS = 3;
+
+/** A start that failed; `portTaken` when a member's log says its port was already bound. */
+class StartError extends Error {
+  constructor(
+    message: string,
+    readonly dataDir: string,
+    readonly portTaken: boolean,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * freePort() hands out a port that was free a moment ago; an outgoing connection (a member's to
+ * its peers, etcdctl's health checks) can take it before the member binds it (seen once in ~200
+ * three-member starts: "listen EADDRINUSE"). Such a start is retried on fresh ports, bounded.
+ */
 export async function startCluster(l: Launcher, o: StartOptions): Promise<Cluster> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startClusterOnce(l, o);
+    } catch (e) {
+      if (!(e instanceof StartError) || !e.portTaken || attempt >= MAX_START_ATTEMPTS) throw e;
+      fs.rmSync(e.dataDir, { recursive: true, force: true });
+    }
+  }
+}
+
+function anyLogSays(dataDir: string, names: string[], text: string): boolean {
+  return names.some((n) => {
+    try {
+      return fs.readFileSync(path.join(dataDir, `${n}.log`), 'utf8').includes(text);
+    } catch {
+      return false;
+    }
+  });
+}
+
+async function startClusterOnce(l: Launcher, o: StartOptions): Promise<Cluster> {
   assert(o.members >= 1 && o.members <= MAX_MEMBERS);
   const dataDir = fs.mkdtempSync(path.join(o.workDir, `${l.system}-${o.members}m-`));
   const members: { name: string; clientPort: number; peerPort: number }[] = [];
@@ -173,7 +213,8 @@ export async function startCluster(l: Launcher, o: StartOptions): Promise<Cluste
   for (;;) {
     if (exited.length > 0) {
       await stop(true);
-      throw new Error(`${l.system}: ${exited.join(', ')}; logs in ${dataDir}`);
+      const portTaken = anyLogSays(dataDir, members.map((m) => m.name), 'EADDRINUSE');
+      throw new StartError(`${l.system}: ${exited.join(', ')}; logs in ${dataDir}`, dataDir, portTaken);
     }
     if (pids.length === members.length && (await healthy(o.etcdctl, endpoints))) {
       if (members.length === 1) break;
@@ -185,7 +226,8 @@ export async function startCluster(l: Launcher, o: StartOptions): Promise<Cluste
     }
     if (Date.now() > deadline) {
       await stop(true);
-      throw new Error(`${l.system}: ${o.members}-member cluster not healthy within ${o.readyTimeoutMs} ms; logs in ${dataDir}`);
+      const portTaken = anyLogSays(dataDir, members.map((m) => m.name), 'EADDRINUSE');
+      throw new StartError(`${l.system}: ${o.members}-member cluster not healthy within ${o.readyTimeoutMs} ms; logs in ${dataDir}`, dataDir, portTaken);
     }
     await sleep(POLL_INTERVAL_MS);
   }
