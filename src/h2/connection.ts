@@ -26,6 +26,7 @@ import {
   frameHeader,
   u32Frame,
 } from './frames';
+import { responsePool } from '../runtime/buffer_pool';
 import { SlotMap } from '../runtime/slot_map';
 import { stripScheme } from './authority';
 import { ConnectionError, FrameSplitter, HeaderBlockCollector, unpad, type FrameSink, type HeaderBlock } from './frame_reader';
@@ -517,19 +518,25 @@ export class H2Connection implements StreamOwner, FrameSink {
     }
     if (this.closed) return;
     const callbacks: (() => void)[] = [];
-    if (this.socket.writableLength < SOCKET_HIGH_WATER_BYTES) this.pumpData(callbacks);
+    const pooled: Buffer[] = [];
+    if (this.socket.writableLength < SOCKET_HIGH_WATER_BYTES) this.pumpData(callbacks, pooled);
     if (this.outBytes > 0) {
       const out = this.out;
       const bytes = this.outBytes;
       this.out = [];
       this.outBytes = 0;
+      // Writes complete in order: the last one's callback (also called when the socket is
+      // destroyed first) means no write holds a view of these buffers any more.
+      const written = pooled.length === 0 ? undefined : () => giveBackAll(pooled);
       if (out.length === 1) {
-        this.socket.write(out[0]);
+        this.socket.write(out[0], written);
       } else if (bytes <= COALESCE_BYTES) {
-        this.socket.write(Buffer.concat(out, bytes));
+        this.socket.write(Buffer.concat(out, bytes), written);
       } else {
         this.socket.cork();
-        for (const b of out) this.socket.write(b);
+        const last = out.length - 1;
+        for (let i = 0; i < last; i++) this.socket.write(out[i]);
+        this.socket.write(out[last], written);
         this.socket.uncork();
       }
       if (this.socket.writableLength > MAX_UNREAD_OUTPUT_BYTES) {
@@ -546,7 +553,7 @@ export class H2Connection implements StreamOwner, FrameSink {
    * asked. Streams done sending leave `sending`, the others keep their place; a stream queued
    * while this runs (trailers) is reached in the same pass.
    */
-  private pumpData(callbacks: (() => void)[]): void {
+  private pumpData(callbacks: (() => void)[], pooled: Buffer[]): void {
     const list = this.sending;
     let kept = 0;
     let i = 0;
@@ -585,6 +592,7 @@ export class H2Connection implements StreamOwner, FrameSink {
             continue;
           }
           s.outQueue.shift();
+          if (head.pooled !== undefined) pooled.push(head.pooled);
           if (head.cb) {
             const cb = head.cb;
             callbacks.push(() => cb(null));
@@ -688,4 +696,8 @@ export class H2Connection implements StreamOwner, FrameSink {
     if (err !== undefined || !this.goawaySent) this.socket.destroy();
     this.opts.onClose?.(err);
   }
+}
+
+function giveBackAll(buffers: Buffer[]): void {
+  for (const b of buffers) responsePool.giveBack(b);
 }

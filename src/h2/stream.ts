@@ -5,6 +5,7 @@
 import assert from 'node:assert';
 import { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
+import { POOLED_BUFFER } from '../runtime/buffer_pool';
 import { ErrorCode } from './frames';
 import type { OutgoingValue } from './hpack';
 
@@ -82,7 +83,8 @@ export class H2Stream extends EventEmitter {
   sendWindow: number;
   /** In its connection's list of streams with something to send (H2Connection.sending). */
   sendQueued = false;
-  readonly outQueue: { data: Buffer; cb: WriteCallback | undefined }[] = [];
+  /** `pooled`: the buffer to hand back to responsePool once `data`'s last byte is written. */
+  readonly outQueue: { data: Buffer; cb: WriteCallback | undefined; pooled: Buffer | undefined }[] = [];
   outBytes = 0;
   /** end() was called: once outQueue is empty, trailers or an empty END_STREAM DATA frame follow. */
   localEnding = false;
@@ -134,7 +136,7 @@ export class H2Stream extends EventEmitter {
     }
     if (!this.headersSent) this.respond({ ':status': 200 });
     const buf = Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-    this.outQueue.push({ data: buf, cb });
+    this.outQueue.push({ data: buf, cb, pooled: (buf as Buffer & { [POOLED_BUFFER]?: Buffer })[POOLED_BUFFER] });
     this.outBytes += buf.length;
     this.owner.wakeSender(this);
     if (this.outBytes >= STREAM_HIGH_WATER_BYTES) {
@@ -155,7 +157,7 @@ export class H2Stream extends EventEmitter {
     if (!this.headersSent) this.respond({ ':status': 200 });
     if (this.localClosed) return this;
     this.localEnding = true;
-    if (cb) this.outQueue.push({ data: Buffer.alloc(0), cb });
+    if (cb) this.outQueue.push({ data: Buffer.alloc(0), cb, pooled: undefined });
     this.owner.wakeSender(this);
     return this;
   }

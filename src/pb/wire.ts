@@ -4,6 +4,7 @@
 // encoder writes. Anything they are not sure about throws NotFast, and the caller redoes the
 // whole message with protobufjs, so unusual input behaves exactly as before.
 import assert from 'node:assert';
+import { POOLED_BUFFER, responsePool } from '../runtime/buffer_pool';
 
 /** Thrown when a message needs the generic (protobufjs) path; never escapes the codecs. */
 export class NotFast extends Error {
@@ -294,10 +295,34 @@ const PREFIX_ROOM_MIN_BYTES = 4096;
  */
 const PREFIX_ROOM = Symbol.for('etcd-ts.prefixRoom');
 
-/** A buffer for an encoding of `size` bytes, with PREFIX_ROOM_BYTES free in front when it is large. */
+/** Whether allocEncoding may lend from responsePool now (only inside encodePooled). */
+let pooling = false;
+
+/**
+ * Runs `encode` with its large encodings lent from responsePool (src/runtime/buffer_pool.ts). Only
+ * for a response written once, to one HTTP/2 stream of ours, which hands the buffer back when the
+ * socket has written it: never for an encoding shared between streams (a watch revision's events).
+ */
+export function encodePooled<T>(encode: () => T): T {
+  assert(!pooling, 'encodePooled nested');
+  pooling = true;
+  try {
+    return encode();
+  } finally {
+    pooling = false;
+  }
+}
+
+/**
+ * A buffer for an encoding of `size` bytes, with PREFIX_ROOM_BYTES free in front when it is large.
+ * Inside encodePooled, a large one is lent from responsePool: the frame (room and body, exactly)
+ * then carries the pool's buffer under POOLED_BUFFER.
+ */
 export function allocEncoding(size: number): Buffer {
   if (size < PREFIX_ROOM_MIN_BYTES) return Buffer.allocUnsafe(size);
-  const whole = Buffer.allocUnsafe(PREFIX_ROOM_BYTES + size);
+  const lent = pooling ? responsePool.take(PREFIX_ROOM_BYTES + size) : null;
+  const whole = lent === null ? Buffer.allocUnsafe(PREFIX_ROOM_BYTES + size) : lent.subarray(0, PREFIX_ROOM_BYTES + size);
+  if (lent !== null) (whole as Buffer & { [POOLED_BUFFER]?: Buffer })[POOLED_BUFFER] = lent;
   const body = whole.subarray(PREFIX_ROOM_BYTES);
   (body as Buffer & { [PREFIX_ROOM]?: Buffer })[PREFIX_ROOM] = whole;
   return body;

@@ -7,6 +7,9 @@ import { H2Connection, PING_ACK_DELAY_MS, STREAM_WINDOW_BYTES, type H2Connection
 import { ErrorCode, FrameType, PREFACE, frame } from '../../../src/h2/frames';
 import { encodeHeaders } from '../../../src/h2/hpack';
 import type { H2Stream } from '../../../src/h2/stream';
+import { frameMessage } from '../../../src/grpcjs/wire';
+import { allocEncoding, encodePooled } from '../../../src/pb/wire';
+import { responsePool } from '../../../src/runtime/buffer_pool';
 
 const cleanups: (() => void)[] = [];
 afterEach(() => {
@@ -514,5 +517,83 @@ describe('H2Connection send queue bound', () => {
     // No reset stream sent anything once reset.
     expect(frames.filter((f) => f.type === FrameType.DATA && f.id !== 1).length).toBe(0);
     expect(queueLength()).toBe(0);
+  });
+});
+
+/** The payload bytes of the DATA frames in `out`. */
+function dataBytes(out: Buffer): number {
+  let n = 0;
+  for (let at = 0; at + 9 <= out.length; at += 9 + out.readUIntBE(at, 3)) {
+    if (out[at + 3] === FrameType.DATA) n += out.readUIntBE(at, 3);
+  }
+  return n;
+}
+
+/** An in-memory socket that keeps each write's callback until `complete()`: the kernel still has the bytes. */
+function slowSocket(): { socket: Duplex; written: () => Buffer; complete: () => void } {
+  const chunks: Buffer[] = [];
+  const held: (() => void)[] = [];
+  const socket = new Duplex({
+    read() {},
+    write(chunk: Buffer, _enc, cb) {
+      chunks.push(Buffer.from(chunk));
+      held.push(cb);
+    },
+  });
+  cleanups.push(() => socket.destroy());
+  return { socket, written: () => Buffer.concat(chunks), complete: () => held.splice(0).forEach((cb) => cb()) };
+}
+
+describe('H2Connection and pooled response buffers', () => {
+  const BODY_BYTES = 200_000;
+  /** A gRPC response framed in a buffer lent by responsePool, as the unary path makes one. */
+  function pooledResponse(s: H2Stream): void {
+    const body = encodePooled(() => allocEncoding(BODY_BYTES));
+    body.fill(s.id);
+    s.respondWithTrailers({ ':status': 200 }, frameMessage(body), { 'grpc-status': '0' });
+  }
+  const windowsOpen = (): Buffer => {
+    const settings = Buffer.alloc(6);
+    settings.writeUInt16BE(0x4, 0); // SETTINGS_INITIAL_WINDOW_SIZE
+    settings.writeUInt32BE(1 << 20, 2);
+    const update = Buffer.alloc(4);
+    update.writeUInt32BE(1 << 20);
+    return Buffer.concat([frame(FrameType.SETTINGS, 0, 0, settings), frame(FrameType.WINDOW_UPDATE, 0, 0, update)]);
+  };
+
+  it('hands the buffer back only once the socket has written its last bytes', async () => {
+    const { socket, written, complete } = slowSocket();
+    new H2Connection(socket, { onStream: pooledResponse });
+    const returned = responsePool.returned;
+    socket.emit('data', Buffer.concat([PREFACE, windowsOpen(), headersFrame(1, 0x1)]));
+    // The whole response handed to the socket (the first write in its hands, the rest queued
+    // behind it), none of its writes done: the buffer stays lent.
+    await waitFor(() => socket.writableLength > BODY_BYTES);
+    await new Promise((r) => setImmediate(r));
+    expect(responsePool.returned).toBe(returned);
+    // The socket finishes its writes one by one; the buffer comes back after the last.
+    for (let i = 0; i < 100 && socket.writableLength > 0; i++) {
+      complete();
+      await new Promise((r) => setImmediate(r));
+      if (socket.writableLength > 0) expect(responsePool.returned).toBe(returned);
+    }
+    await waitFor(() => responsePool.returned === returned + 1);
+    expect(dataBytes(written())).toBe(5 + BODY_BYTES);
+  });
+
+  it('never hands back a buffer whose stream was reset before it was sent whole', async () => {
+    const { socket, complete } = slowSocket();
+    new H2Connection(socket, { onStream: pooledResponse });
+    const returned = responsePool.returned;
+    // Default windows (65535): most of the response waits, then the client resets the stream.
+    socket.emit('data', Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(0)), headersFrame(1, 0x1)]));
+    await new Promise((r) => setImmediate(r));
+    const cancel = Buffer.alloc(4);
+    cancel.writeUInt32BE(ErrorCode.CANCEL);
+    socket.emit('data', frame(FrameType.RST_STREAM, 0, 1, cancel));
+    await new Promise((r) => setImmediate(r));
+    complete();
+    await new Promise((r) => setTimeout(r, 20));
+    expect(responsePool.returned).toBe(returned);
   });
 });
