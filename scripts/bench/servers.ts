@@ -209,13 +209,14 @@ async function startClusterOnce(l: Launcher, o: StartOptions): Promise<Cluster> 
   };
   const exitedSinceRestart = (): string | undefined => (exited.length > 0 ? exited.join(', ') : undefined);
 
+  /** Stops what started (keeping its logs) and throws, saying whether a member found its port taken. */
+  const failStart = async (message: string): Promise<never> => {
+    await stop(true);
+    throw new StartError(message, dataDir, anyLogSays(dataDir, members.map((m) => m.name), 'EADDRINUSE'));
+  };
   const deadline = Date.now() + o.readyTimeoutMs;
   for (;;) {
-    if (exited.length > 0) {
-      await stop(true);
-      const portTaken = anyLogSays(dataDir, members.map((m) => m.name), 'EADDRINUSE');
-      throw new StartError(`${l.system}: ${exited.join(', ')}; logs in ${dataDir}`, dataDir, portTaken);
-    }
+    if (exited.length > 0) await failStart(`${l.system}: ${exited.join(', ')}; logs in ${dataDir}`);
     if (pids.length === members.length && (await healthy(o.etcdctl, endpoints))) {
       if (members.length === 1) break;
       const ordered = await leaderFirst(o.etcdctl, endpoints);
@@ -224,11 +225,7 @@ async function startClusterOnce(l: Launcher, o: StartOptions): Promise<Cluster> 
         break;
       }
     }
-    if (Date.now() > deadline) {
-      await stop(true);
-      const portTaken = anyLogSays(dataDir, members.map((m) => m.name), 'EADDRINUSE');
-      throw new StartError(`${l.system}: ${o.members}-member cluster not healthy within ${o.readyTimeoutMs} ms; logs in ${dataDir}`, dataDir, portTaken);
-    }
+    if (Date.now() > deadline) await failStart(`${l.system}: ${o.members}-member cluster not healthy within ${o.readyTimeoutMs} ms; logs in ${dataDir}`);
     await sleep(POLL_INTERVAL_MS);
   }
   return { system: l.system, endpoints, pids, dataDir, stop, restart, exitedSinceRestart };

@@ -241,7 +241,7 @@ class FastUnaryCall implements StreamSink {
     // ~0.5 MiB response no longer a new allocation per page: src/runtime/buffer_pool.ts).
     const h2 = (this.stream as unknown) instanceof H2Stream;
     try {
-      body = h2 ? encodePooled(() => this.handler.serialize(value)) : this.handler.serialize(value);
+      body = h2 ? encodePooled(this.handler.serialize, value) : this.handler.serialize(value);
     } catch {
       return this.fail(grpc.status.INTERNAL, 'Error serializing response', null);
     }

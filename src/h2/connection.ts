@@ -111,6 +111,8 @@ export class H2Connection implements StreamOwner, FrameSink {
 
   private out: Buffer[] = [];
   private outBytes = 0;
+  /** Pooled buffers whose last bytes are in `out`: handed back once the write carrying them is done. */
+  private readonly lentInOut: Buffer[] = [];
   private flushScheduled = false;
   /** Sends a held PING ACK when no response has taken it along (queueAck). */
   private ackTimer: NodeJS.Timeout | undefined;
@@ -518,8 +520,7 @@ export class H2Connection implements StreamOwner, FrameSink {
     }
     if (this.closed) return;
     const callbacks: (() => void)[] = [];
-    const pooled: Buffer[] = [];
-    if (this.socket.writableLength < SOCKET_HIGH_WATER_BYTES) this.pumpData(callbacks, pooled);
+    if (this.socket.writableLength < SOCKET_HIGH_WATER_BYTES) this.pumpData(callbacks);
     if (this.outBytes > 0) {
       const out = this.out;
       const bytes = this.outBytes;
@@ -527,7 +528,8 @@ export class H2Connection implements StreamOwner, FrameSink {
       this.outBytes = 0;
       // Writes complete in order: the last one's callback (also called when the socket is
       // destroyed first) means no write holds a view of these buffers any more.
-      const written = pooled.length === 0 ? undefined : () => giveBackAll(pooled);
+      const lent = this.lentInOut.length === 0 ? null : this.lentInOut.splice(0);
+      const written = lent === null ? undefined : () => giveBackAll(lent);
       if (out.length === 1) {
         this.socket.write(out[0], written);
       } else if (bytes <= COALESCE_BYTES) {
@@ -553,7 +555,7 @@ export class H2Connection implements StreamOwner, FrameSink {
    * asked. Streams done sending leave `sending`, the others keep their place; a stream queued
    * while this runs (trailers) is reached in the same pass.
    */
-  private pumpData(callbacks: (() => void)[], pooled: Buffer[]): void {
+  private pumpData(callbacks: (() => void)[]): void {
     const list = this.sending;
     let kept = 0;
     let i = 0;
@@ -592,7 +594,7 @@ export class H2Connection implements StreamOwner, FrameSink {
             continue;
           }
           s.outQueue.shift();
-          if (head.pooled !== undefined) pooled.push(head.pooled);
+          if (head.pooled !== undefined) this.lentInOut.push(head.pooled);
           if (head.cb) {
             const cb = head.cb;
             callbacks.push(() => cb(null));
@@ -693,6 +695,8 @@ export class H2Connection implements StreamOwner, FrameSink {
     this.sendingQueued = 0;
     this.out = [];
     this.outBytes = 0;
+    // Their bytes may still be in the socket's queue: left to the garbage collector, not reused.
+    this.lentInOut.length = 0;
     if (err !== undefined || !this.goawaySent) this.socket.destroy();
     this.opts.onClose?.(err);
   }

@@ -299,15 +299,15 @@ const PREFIX_ROOM = Symbol.for('etcd-ts.prefixRoom');
 let pooling = false;
 
 /**
- * Runs `encode` with its large encodings lent from responsePool (src/runtime/buffer_pool.ts). Only
+ * Runs `encode(arg)` (no closure per response) with its large encodings lent from responsePool (src/runtime/buffer_pool.ts). Only
  * for a response written once, to one HTTP/2 stream of ours, which hands the buffer back when the
  * socket has written it: never for an encoding shared between streams (a watch revision's events).
  */
-export function encodePooled<T>(encode: () => T): T {
+export function encodePooled<A, T>(encode: (arg: A) => T, arg: A): T {
   assert(!pooling, 'encodePooled nested');
   pooling = true;
   try {
-    return encode();
+    return encode(arg);
   } finally {
     pooling = false;
   }

@@ -31,7 +31,7 @@ export class BufferPool {
   /** Free buffers per size class: class c holds buffers of POOLED_MIN_BYTES << c bytes. */
   private readonly free: PoolBuffer[][] = [];
   private freeBytes = 0;
-  /** Buffers handed back (tests and the bound's check). */
+  /** Buffers handed back so far, kept or dropped (for tests). */
   returned = 0;
 
   constructor(private readonly maxFreeBytes = POOL_FREE_MAX_BYTES) {

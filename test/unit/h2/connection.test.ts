@@ -548,7 +548,7 @@ describe('H2Connection and pooled response buffers', () => {
   const BODY_BYTES = 200_000;
   /** A gRPC response framed in a buffer lent by responsePool, as the unary path makes one. */
   function pooledResponse(s: H2Stream): void {
-    const body = encodePooled(() => allocEncoding(BODY_BYTES));
+    const body = encodePooled(allocEncoding, BODY_BYTES);
     body.fill(s.id);
     s.respondWithTrailers({ ':status': 200 }, frameMessage(body), { 'grpc-status': '0' });
   }
