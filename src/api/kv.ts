@@ -22,7 +22,7 @@ export function kvService(server: EtcdServerApi): grpc.UntypedServiceImplementat
   return {
     Range: unary<pb.RangeRequest, pb.RangeResponse>((req, call) => {
       checkRangeRequest(req);
-      return server.range(req, callAuth(call));
+      return server.range(req, callAuth(call), true);
     }),
     Put: unary<pb.PutRequest, pb.PutResponse>((req, call) => {
       checkPutRequest(req);

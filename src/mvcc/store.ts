@@ -129,12 +129,18 @@ export class MvccStore {
     return this.rangeAt(key, end, this.currentRev, opts);
   }
 
-  /** Ranges as seen by a reader whose current revision is curRev (a write txn sees its own). */
-  rangeAt(key: Buffer, end: Buffer | null, curRev: number, opts?: RangeOptions): RangeResult {
+  /** The revision a range reads at (etcd's checks: FutureRev, Compacted). */
+  private readRevision(curRev: number, opts: RangeOptions | undefined): number {
     let rev = opts?.rev ?? 0;
     if (rev > curRev) throw etcdError('FutureRev');
     if (rev <= 0) rev = curRev;
     if (rev < this.compactMainRev) throw etcdError('Compacted');
+    return rev;
+  }
+
+  /** Ranges as seen by a reader whose current revision is curRev (a write txn sees its own). */
+  rangeAt(key: Buffer, end: Buffer | null, curRev: number, opts?: RangeOptions): RangeResult {
+    const rev = this.readRevision(curRev, opts);
     const wanted = opts?.countOnly ? 1 : opts?.limit && opts.limit > 0 ? opts.limit : 0;
     const { hits, total: count } = this.index.rangeLimited(key.toString('latin1'), toRangeEnd(end), rev, wanted);
     if (opts?.countOnly || count === 0) return { kvs: [], count, rev: curRev };
@@ -152,6 +158,29 @@ export class MvccStore {
       kvs[i] = decodeKeyValue(raw, withoutValue);
     }
     return { kvs, count, rev: curRev };
+  }
+
+  /**
+   * The keys range() would return, as their stored records (each is the mvccpb.KeyValue encoding
+   * of the key's fields) in key order, without decoding them: for a caller that copies the bytes
+   * into a response. `record` is LMDB's read buffer, reused by the next read: its first
+   * `length` bytes are the record (the buffer may be longer), valid until `each` returns.
+   * countOnly and keysOnly are range()'s business.
+   */
+  rangeRecords(key: Buffer, end: Buffer | null, opts: RangeOptions, each: (record: Uint8Array, length: number) => void): { count: number; rev: number } {
+    assert(!opts.countOnly && !opts.keysOnly, 'rangeRecords reads whole records');
+    const curRev = this.currentRev;
+    const rev = this.readRevision(curRev, opts);
+    const { hits, total: count } = this.index.rangeLimited(key.toString('latin1'), toRangeEnd(end), rev, opts.limit && opts.limit > 0 ? opts.limit : 0);
+    const get = this.kv.getBinaryFast;
+    const readKey = this.readKey;
+    for (let i = 0; i < hits.length; i++) {
+      const h = hits[i];
+      const raw = get(revToBytes(h.modMain, h.modSub, false, readKey));
+      if (!raw) assert.fail(`index points at missing record ${h.modMain}.${h.modSub}`);
+      each(raw, raw.length);
+    }
+    return { count, rev: curRev };
   }
 
   private readRecord(main: number, sub: number): KeyValue {

@@ -248,7 +248,156 @@ export function keyValueRecord(kv: object): Buffer | null {
   return RecordKeyValue.recordOf(kv);
 }
 
+/** An mvccpb.KeyValue's fields from its encoding, as protobufjs decodes them. */
+function decodeKeyValueFields(buf: Buffer): pb.KeyValue {
+  const kv: pb.KeyValue = { key: EMPTY_BYTES, createRevision: '0', modRevision: '0', version: '0', value: EMPTY_BYTES, lease: '0' };
+  const r = new Reader(buf);
+  while (r.pos < buf.length) {
+    const tag = r.varint();
+    switch (tag) {
+      case 0x0a:
+        kv.key = r.bytes();
+        break;
+      case 0x10:
+        kv.createRevision = r.int64String();
+        break;
+      case 0x18:
+        kv.modRevision = r.int64String();
+        break;
+      case 0x20:
+        kv.version = r.int64String();
+        break;
+      case 0x2a:
+        kv.value = r.bytes();
+        break;
+      case 0x30:
+        kv.lease = r.int64String();
+        break;
+      default:
+        r.skip(tag & 7);
+    }
+  }
+  return kv;
+}
+
+/**
+ * An mvccpb.KeyValue kept only as its encoding (a record the store read), decoded on the first
+ * access to a field. A range response's keys cost one copy of their bytes and this object
+ * each, where decoded fields cost a dozen allocations per key (their views, decimal strings,
+ * two objects), and the encoders below copy the bytes again. A field that is set is kept and
+ * encoded from then on, as for RecordKeyValue. Its fields are accessors, not own properties:
+ * spreading one or comparing it deeply sees no fields, so these go only to responses that
+ * are encoded and dropped (keyValueFromRecord's callers).
+ */
+class WireKeyValue implements pb.KeyValue {
+  /** The encoding: a view of a slab (see keyValueFromRecord). */
+  readonly #bytes: Uint8Array;
+  #fields: pb.KeyValue | null;
+  #changed: boolean;
+
+  constructor(bytes: Uint8Array) {
+    this.#bytes = bytes;
+    this.#fields = null;
+    this.#changed = false;
+  }
+
+  #decoded(): pb.KeyValue {
+    if (this.#fields === null) {
+      const b = this.#bytes;
+      this.#fields = decodeKeyValueFields(Buffer.from(b.buffer, b.byteOffset, b.length));
+    }
+    return this.#fields;
+  }
+
+  #set(): pb.KeyValue {
+    this.#changed = true;
+    return this.#decoded();
+  }
+
+  get key(): Buffer {
+    return this.#decoded().key;
+  }
+  set key(v: Buffer) {
+    this.#set().key = v;
+  }
+  get createRevision(): string {
+    return this.#decoded().createRevision;
+  }
+  set createRevision(v: string) {
+    this.#set().createRevision = v;
+  }
+  get modRevision(): string {
+    return this.#decoded().modRevision;
+  }
+  set modRevision(v: string) {
+    this.#set().modRevision = v;
+  }
+  get version(): string {
+    return this.#decoded().version;
+  }
+  set version(v: string) {
+    this.#set().version = v;
+  }
+  get value(): Buffer {
+    return this.#decoded().value;
+  }
+  set value(v: Buffer) {
+    this.#set().value = v;
+  }
+  get lease(): string {
+    return this.#decoded().lease;
+  }
+  set lease(v: string) {
+    this.#set().lease = v;
+  }
+
+  /** The encoding, or null when kv is not one of these or a field was set. */
+  static bytesOf(kv: object): Uint8Array | null {
+    return #bytes in kv && !(kv as WireKeyValue).#changed ? (kv as WireKeyValue).#bytes : null;
+  }
+}
+
+/**
+ * Records are copied into slabs of this size (one view per record, not a buffer each); a slab
+ * lives while any WireKeyValue cut from it does. Larger records get a buffer of their own.
+ */
+const WIRE_SLAB_BYTES = 64 * 1024;
+const WIRE_SLAB_MAX_RECORD_BYTES = WIRE_SLAB_BYTES / 4;
+let wireSlab = new ArrayBuffer(WIRE_SLAB_BYTES);
+let wireSlabPos = 0;
+/** The source of the last copy and its ArrayBuffer: reading `.buffer` is a runtime call, and the reads of one range come from the same buffer. */
+let lastSource: Uint8Array | null = null;
+let lastSourceBuffer: ArrayBufferLike | null = null;
+
+/**
+ * A KeyValue for a response that goes straight to the encoders (see WireKeyValue), from a copy
+ * of record[0, length): the canonical encoding of its fields, as the store keeps them
+ * (test/unit/pb/kv_record.test.ts). `record` may be a reused read buffer longer than `length`.
+ */
+export function keyValueFromRecord(record: Uint8Array, length: number): pb.KeyValue {
+  if (record !== lastSource) {
+    lastSource = record;
+    lastSourceBuffer = record.buffer;
+  }
+  const from = new Uint8Array(lastSourceBuffer as ArrayBufferLike, record.byteOffset, length);
+  let to: Uint8Array;
+  if (length > WIRE_SLAB_MAX_RECORD_BYTES) {
+    to = new Uint8Array(length);
+  } else {
+    if (wireSlabPos + length > WIRE_SLAB_BYTES) {
+      wireSlab = new ArrayBuffer(WIRE_SLAB_BYTES);
+      wireSlabPos = 0;
+    }
+    to = new Uint8Array(wireSlab, wireSlabPos, length);
+    wireSlabPos += length;
+  }
+  to.set(from);
+  return new WireKeyValue(to);
+}
+
 export function keyValueSize(kv: Obj): number {
+  const bytes = WireKeyValue.bytesOf(kv);
+  if (bytes !== null) return bytes.length;
   const record = RecordKeyValue.recordOf(kv);
   if (record !== null) return record.length;
   return (
@@ -262,6 +411,12 @@ export function keyValueSize(kv: Obj): number {
 }
 
 function writeKeyValue(w: Writer, kv: Obj): void {
+  const bytes = WireKeyValue.bytesOf(kv);
+  if (bytes !== null) {
+    w.buf.set(bytes, w.pos);
+    w.pos += bytes.length;
+    return;
+  }
   const record = RecordKeyValue.recordOf(kv);
   if (record !== null) {
     w.buf.set(record, w.pos);

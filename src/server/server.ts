@@ -23,7 +23,7 @@ import { MessageType } from '../raft';
 import { WatchHub } from '../watch';
 import type { WatchSink, WatchStream } from '../watch/types';
 import { Applier, type ApplyResult } from '../apply/applier';
-import { applyRange } from '../apply/kv';
+import { applyRange, applyRangeForWire } from '../apply/kv';
 import { AlarmType, Alarms } from '../alarm/alarms';
 import { Members, type Member } from '../membership/members';
 import { computeClusterId, computeMemberId, idToHex } from '../membership/ids';
@@ -787,11 +787,11 @@ export class EtcdServer implements EtcdServerApi {
 
   // ---------------------------------------------------------------- KV
 
-  async range(req: pb.RangeRequest, ctx?: CallAuth): Promise<pb.RangeResponse> {
+  async range(req: pb.RangeRequest, ctx?: CallAuth, forWire = false): Promise<pb.RangeResponse> {
     if (!req.serializable) await this.linearizableReadNotify();
     this.auth.checkRange(ctx, req.key, req.rangeEnd);
     this.metrics?.mvcc.rangeTotal.inc();
-    return this.withHeader(applyRange(this.mvcc, req));
+    return this.withHeader(forWire ? applyRangeForWire(this.mvcc, req) : applyRange(this.mvcc, req));
   }
 
   async put(req: pb.PutRequest, ctx?: CallAuth): Promise<pb.PutResponse> {

@@ -43,7 +43,11 @@ export interface AuthApi {
 
 export interface EtcdServerApi {
   // KV (ctx: the caller, for permission checks once auth is enabled)
-  range(req: pb.RangeRequest, ctx?: CallAuth): Promise<pb.RangeResponse>;
+  /**
+   * `forWire`: the response is only encoded (the KV service): its keys may then be kept as their
+   * stored bytes, whose fields are accessors rather than own properties (applyRangeForWire).
+   */
+  range(req: pb.RangeRequest, ctx?: CallAuth, forWire?: boolean): Promise<pb.RangeResponse>;
   put(req: pb.PutRequest, ctx?: CallAuth): Promise<pb.PutResponse>;
   deleteRange(req: pb.DeleteRangeRequest, ctx?: CallAuth): Promise<pb.DeleteRangeResponse>;
   txn(req: pb.TxnRequest, ctx?: CallAuth): Promise<pb.TxnResponse>;

@@ -3,12 +3,12 @@
 // below is encoded twice, once with the records and once from the fields alone (a plain copy of
 // each KeyValue), and the bytes must be equal; the fields must be those protobufjs decodes.
 import { afterEach, describe, expect, it } from 'vitest';
-import { applyDeleteRange, applyPut, applyRange, applyTxn } from '../../../src/apply/kv';
+import { applyDeleteRange, applyPut, applyRange, applyRangeForWire, applyTxn } from '../../../src/apply/kv';
 import { toPbKv } from '../../../src/apply/kv_convert';
 import { decodeKeyValue, encodeKeyValue, storedRecord } from '../../../src/mvcc/kv_codec';
 import type { KeyValue } from '../../../src/mvcc/types';
 import { decodeMessage } from '../../../src/pb/internal';
-import { encodeRangeResponse, encodeTxnResponse, encodePutResponse, encodeDeleteRangeResponse, keyValueRecord } from '../../../src/pb/kv_wire';
+import { encodeRangeResponse, encodeTxnResponse, encodePutResponse, encodeDeleteRangeResponse, keyValueFromRecord, keyValueRecord } from '../../../src/pb/kv_wire';
 import type * as pb from '../../../src/pb/types';
 import { mulberry32 } from '../../helpers/random';
 import { FakeLeases, rangeReq } from '../apply/kv_helpers';
@@ -71,6 +71,55 @@ describe('stored KeyValue records', () => {
       expect(fast.equals(encodeRangeResponse(plain(resp)))).toBe(true);
       const back = decodeMessage('etcdserverpb.RangeResponse', fast);
       expect(same(back.kvs[1], p)).toBe(true);
+    }
+  });
+
+  it('a KeyValue kept as its record bytes encodes as those bytes and reads its fields from them', () => {
+    const r = mulberry32(20261201);
+    // Buffers compared with equals(): deep equality of long buffers in expect() is slow.
+    const same = (a: pb.KeyValue, b: pb.KeyValue): boolean =>
+      a.key.equals(b.key) &&
+      a.value.equals(b.value) &&
+      a.createRevision === b.createRevision &&
+      a.modRevision === b.modRevision &&
+      a.version === b.version &&
+      a.lease === b.lease;
+    for (let i = 0; i < 600; i++) {
+      const kv = randomKv(r);
+      const rec = encodeKeyValue(kv);
+      // The source is a reused read buffer: longer than the record, at an offset, overwritten next.
+      const at = Math.floor(r() * 64);
+      const src = Buffer.alloc(at + rec.length + 100, 0xee);
+      rec.copy(src, at);
+      const p = keyValueFromRecord(src.subarray(at), rec.length);
+      src.fill(0);
+      const expected = toPbKv(decodeKeyValue(rec));
+      const resp: pb.RangeResponse = { header: HEADER, kvs: [p, p], more: false, count: '2' };
+      expect(encodeRangeResponse(resp).equals(encodeRangeResponse({ ...resp, kvs: [expected, expected] }))).toBe(true);
+      // Fields decoded on access, as protobufjs decodes them; no own properties.
+      expect(same(p, expected)).toBe(true);
+      expect(Object.keys(p)).toEqual([]);
+      expect(keyValueRecord(p)).toBeNull();
+    }
+  });
+
+  it('a KeyValue kept as its record bytes whose field is set encodes from its fields', () => {
+    const rec = encodeKeyValue({ key: b('k'), createRevision: 2, modRevision: 3, version: 1, value: b('v'), lease: -5n });
+    const changes: Array<[string, (p: pb.KeyValue) => void, Partial<pb.KeyValue>]> = [
+      ['key', (p) => (p.key = b('other')), { key: b('other') }],
+      ['createRevision', (p) => (p.createRevision = '1'), { createRevision: '1' }],
+      ['modRevision', (p) => (p.modRevision = '9'), { modRevision: '9' }],
+      ['version', (p) => (p.version = '7'), { version: '7' }],
+      ['value', (p) => (p.value = Buffer.alloc(0)), { value: Buffer.alloc(0) }],
+      ['lease', (p) => (p.lease = '0'), { lease: '0' }],
+    ];
+    for (const [what, change, changed] of changes) {
+      const p = keyValueFromRecord(rec, rec.length);
+      change(p);
+      const want: pb.KeyValue = { key: b('k'), createRevision: '2', modRevision: '3', version: '1', value: b('v'), lease: '-5', ...changed };
+      const bytes = encodeRangeResponse({ header: HEADER, kvs: [p], more: false, count: '1' });
+      expect(bytes.equals(encodeRangeResponse({ header: HEADER, kvs: [want], more: false, count: '1' })), what).toBe(true);
+      expect(decodeMessage('etcdserverpb.RangeResponse', bytes).kvs[0], what).toEqual(want);
     }
   });
 
@@ -194,6 +243,45 @@ describe('responses built from the store', () => {
       expect(decodeMessage('etcdserverpb.RangeResponse', encodeRangeResponse(resp)).kvs).toEqual(plain(resp.kvs));
     }
     expect(withRecords).toBeGreaterThan(50);
+  });
+
+  it('a range for the wire sends the same bytes as one decoded, with its keys as their stored bytes when plain', () => {
+    const s = seeded();
+    const count = applyRange(s.store, rangeReq('k', { rangeEnd: 'l' })).kvs.length;
+    const reqs: Array<[pb.RangeRequest, boolean]> = [
+      [rangeReq('k', { rangeEnd: 'l' }), true],
+      [rangeReq('k05'), true],
+      [rangeReq('k', { rangeEnd: 'l', limit: '3' }), true],
+      [rangeReq('k', { rangeEnd: 'l', limit: '1' }), true],
+      [rangeReq('k', { rangeEnd: 'l', limit: String(count) }), true],
+      [rangeReq('k', { rangeEnd: 'l', limit: String(count + 1) }), true],
+      [rangeReq('k', { rangeEnd: 'l', revision: '20', limit: '2' }), true],
+      [rangeReq('k', { rangeEnd: 'l', sortTarget: 0, sortOrder: 1 }), true],
+      [rangeReq('\0', { rangeEnd: '\0' }), true],
+      [rangeReq('nothing'), true],
+      [rangeReq('k', { rangeEnd: 'l', keysOnly: true }), false],
+      [rangeReq('k', { rangeEnd: 'l', sortTarget: 0, sortOrder: 2, limit: '4' }), false],
+      [rangeReq('k', { rangeEnd: 'l', sortTarget: 4, sortOrder: 1 }), false],
+      [rangeReq('k', { rangeEnd: 'l', sortTarget: 2, sortOrder: 0 }), false],
+      [rangeReq('k', { rangeEnd: 'l', minModRevision: '10' }), false],
+      [rangeReq('k', { rangeEnd: 'l', maxCreateRevision: '30' }), false],
+      [rangeReq('k', { rangeEnd: 'l', countOnly: true }), false],
+    ];
+    for (const [req, asBytes] of reqs) {
+      const what = JSON.stringify(req);
+      const wire = applyRangeForWire(s.store, req);
+      const decoded = applyRange(s.store, req);
+      wire.header = HEADER;
+      decoded.header = HEADER;
+      expect(encodeRangeResponse(wire).equals(encodeRangeResponse(decoded)), what).toBe(true);
+      expect(wire.more, what).toBe(decoded.more);
+      expect(wire.count, what).toBe(decoded.count);
+      // Stored bytes carry no own fields (toEqual sees none); decoded keys do.
+      for (const kv of wire.kvs) expect(Object.keys(kv).length === 0, what).toBe(asBytes);
+    }
+    expect(count).toBeGreaterThan(10);
+    // The store's checks apply as to any range.
+    expect(() => applyRangeForWire(s.store, rangeReq('k', { revision: '100000' }))).toThrow('mvcc: required revision is a future revision');
   });
 
   it('txn, put and delete responses with ranges and previous values encode exactly as from the fields', () => {
