@@ -65,6 +65,13 @@ const DATA_FRAME_BYTES = DEFAULT_MAX_FRAME_BYTES;
  * and is dropped at MAX_UNREAD_OUTPUT_BYTES.
  */
 const SOCKET_HIGH_WATER_BYTES = 256 * 1024;
+/**
+ * What one stream may send per pass of pumpData before the streams behind it get their turn (one
+ * DATA frame, as grpc-go's writer gives each stream per turn).
+ */
+const SEND_QUANTUM_BYTES = DATA_FRAME_BYTES;
+/** Passes per flush (the socket's high-water mark usually ends a flush first); the next turn goes on. */
+const MAX_SEND_PASSES = 64;
 const MAX_UNREAD_OUTPUT_BYTES = 16 * 1024 * 1024;
 /**
  * The prototype of request header objects: an empty object with no prototype, so nothing of
@@ -551,12 +558,27 @@ export class H2Connection implements StreamOwner, FrameSink {
   }
 
   /**
-   * Moves queued DATA into frames while windows allow, stream by stream, in the order they
-   * asked. Streams done sending leave `sending`, the others keep their place; a stream queued
-   * while this runs (trailers) is reached in the same pass.
+   * Moves queued DATA into frames while windows allow: passes over the streams in the order they
+   * asked, each stream sending at most SEND_QUANTUM_BYTES per pass, so that a small response
+   * queued behind a large one leaves in the first pass instead of after all of it (the large
+   * one would otherwise take every byte of the connection's window for as long as it lasts).
    */
   private pumpData(callbacks: (() => void)[]): void {
+    for (let pass = 0; pass < MAX_SEND_PASSES; pass++) {
+      if (!this.pumpPass(callbacks) || this.closed) return;
+    }
+    // More to send with room for it: the next turn goes on (nothing else would call it).
+    this.scheduleFlush();
+  }
+
+  /**
+   * One pass of pumpData. Streams done sending leave `sending`, the others keep their place; a
+   * stream queued while this runs (trailers) is reached in the same pass. Returns whether a
+   * stream stopped at its quantum while the connection's window and the socket had room.
+   */
+  private pumpPass(callbacks: (() => void)[]): boolean {
     const list = this.sending;
+    let stoppedAtQuantum = false;
     let kept = 0;
     let i = 0;
     this.pumping = true;
@@ -568,10 +590,14 @@ export class H2Connection implements StreamOwner, FrameSink {
           continue;
         }
         let wrote = false;
+        let quantum = SEND_QUANTUM_BYTES;
         while (s.outQueue.length > 0) {
           const head = s.outQueue[0]!;
-          const room = Math.min(this.sendWindow, s.sendWindow, DATA_FRAME_BYTES);
-          if (head.data.length > 0 && room <= 0) break;
+          const room = Math.min(this.sendWindow, s.sendWindow, DATA_FRAME_BYTES, quantum);
+          if (head.data.length > 0 && room <= 0) {
+            if (quantum <= 0 && this.sendWindow > 0 && s.sendWindow > 0) stoppedAtQuantum = true;
+            break;
+          }
           const n = Math.min(head.data.length, room);
           // Most writes fit whole: no subarray objects for them.
           const whole = n === head.data.length;
@@ -588,6 +614,7 @@ export class H2Connection implements StreamOwner, FrameSink {
           this.sendWindow -= n;
           s.sendWindow -= n;
           s.outBytes -= n;
+          quantum -= n;
           wrote = true;
           if (!whole) {
             head.data = head.data.subarray(n);
@@ -640,6 +667,7 @@ export class H2Connection implements StreamOwner, FrameSink {
       }
     }
     if (this.sendingQueued > list.length) assert.fail(`send queue of ${list.length} streams counts ${this.sendingQueued} queued`);
+    return stoppedAtQuantum && this.sendWindow > 0 && this.socket.writableLength + this.outBytes < SOCKET_HIGH_WATER_BYTES;
   }
 
   // ---- Keepalive, errors, teardown ----

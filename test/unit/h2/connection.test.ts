@@ -450,7 +450,7 @@ function framesWritten(): { socket: Duplex; frames: { type: number; flags: numbe
 }
 
 describe('H2Connection sending under the connection window', () => {
-  it('sends held DATA in the order streams asked once the window opens, each stream whole and ended', async () => {
+  it('shares the connection window between streams a frame at a time, each stream whole and ended', async () => {
     const BODY_BYTES = 40_000;
     const { socket, frames } = framesWritten();
     new H2Connection(socket, {
@@ -463,21 +463,38 @@ describe('H2Connection sending under the connection window', () => {
     const dataOf = (id: number): number => frames.filter((f) => f.type === FrameType.DATA && f.id === id).reduce((n, f) => n + f.length, 0);
     const ended = (id: number): boolean => frames.some((f) => f.id === id && f.type === FrameType.HEADERS && (f.flags & 0x1) === 1);
 
-    // Three streams at once; the connection window (65535) holds all of stream 1, part of 3, none of 5.
+    // Three streams at once; the connection window (65535) is less than their bodies: each gets a
+    // frame (16384) in turn, then stream 1 the rest of the window.
     socket.emit('data', Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(0)), headersFrame(1, 0x1), headersFrame(3, 0x1), headersFrame(5, 0x1)]));
-    await waitFor(() => dataOf(1) + dataOf(3) === 65_535);
-    expect([dataOf(1), dataOf(3), dataOf(5)]).toEqual([BODY_BYTES, 65_535 - BODY_BYTES, 0]);
-    expect([ended(1), ended(3), ended(5)]).toEqual([true, false, false]);
+    await waitFor(() => dataOf(1) + dataOf(3) + dataOf(5) === 65_535);
+    expect([dataOf(1), dataOf(3), dataOf(5)]).toEqual([65_535 - 2 * 16_384, 16_384, 16_384]);
+    expect([ended(1), ended(3), ended(5)]).toEqual([false, false, false]);
 
-    const before = frames.length;
     const update = Buffer.alloc(4);
     update.writeUInt32BE(100_000);
     socket.emit('data', frame(FrameType.WINDOW_UPDATE, 0, 0, update));
-    await waitFor(() => ended(3) && ended(5));
+    await waitFor(() => ended(1) && ended(3) && ended(5));
     expect([dataOf(1), dataOf(3), dataOf(5)]).toEqual([BODY_BYTES, BODY_BYTES, BODY_BYTES]);
-    // Stream 3 was waiting first: its rest goes before any of stream 5.
-    const order = frames.slice(before).filter((f) => f.type === FrameType.DATA).map((f) => f.id);
-    expect(order.indexOf(5)).toBeGreaterThan(order.lastIndexOf(3));
+  });
+
+  it('sends a small response queued behind a large one without waiting for the large one', async () => {
+    const { socket, frames } = framesWritten();
+    new H2Connection(socket, {
+      onStream: (s) => {
+        s.respond({ ':status': 200 }, { waitForTrailers: true });
+        s.once('wantTrailers', () => s.sendTrailers({ 'grpc-status': '0' }));
+        // Stream 1: a 500 KB list page; stream 3: an update's answer.
+        s.end(Buffer.alloc(s.id === 1 ? 500_000 : 100, s.id));
+      },
+    });
+    const dataOf = (id: number): number => frames.filter((f) => f.type === FrameType.DATA && f.id === id).reduce((n, f) => n + f.length, 0);
+    const ended = (id: number): boolean => frames.some((f) => f.id === id && f.type === FrameType.HEADERS && (f.flags & 0x1) === 1);
+    socket.emit('data', Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(0)), headersFrame(1, 0x1), headersFrame(3, 0x1)]));
+    // The window (65535) never opens further here: the small answer goes in the first flush.
+    await waitFor(() => ended(3));
+    expect(dataOf(3)).toBe(100);
+    expect(dataOf(1)).toBe(65_535 - 100);
+    expect(ended(1)).toBe(false);
   });
 });
 
