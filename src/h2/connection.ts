@@ -634,7 +634,7 @@ export class H2Connection implements StreamOwner, FrameSink {
         if (wrote) this.drainCheck.push(s);
         if (s.outQueue.length > 0 && !s.closed) {
           list[kept++] = s;
-          if (this.sendWindow <= 0) {
+          if (this.sendWindow <= 0 || this.socket.writableLength + this.outBytes >= SOCKET_HIGH_WATER_BYTES) {
             i++;
             break;
           }

@@ -477,6 +477,36 @@ describe('H2Connection sending under the connection window', () => {
     expect([dataOf(1), dataOf(3), dataOf(5)]).toEqual([BODY_BYTES, BODY_BYTES, BODY_BYTES]);
   });
 
+  it('ends a flush at the socket high-water mark when many large streams share the window, and sends the rest as the socket drains', async () => {
+    const STREAMS = 40;
+    const BODY_BYTES = 100_000;
+    const { socket, written, complete } = slowSocket();
+    new H2Connection(socket, {
+      onStream: (s) => {
+        s.respond({ ':status': 200 }, { waitForTrailers: true });
+        s.once('wantTrailers', () => s.sendTrailers({ 'grpc-status': '0' }));
+        s.end(Buffer.alloc(BODY_BYTES, 1));
+      },
+    });
+    const settings = Buffer.alloc(6);
+    settings.writeUInt16BE(0x4, 0); // SETTINGS_INITIAL_WINDOW_SIZE
+    settings.writeUInt32BE(1 << 20, 2);
+    const update = Buffer.alloc(4);
+    update.writeUInt32BE(8 << 20);
+    const heads = Array.from({ length: STREAMS }, (_, i) => headersFrame(2 * i + 1, 0x1));
+    socket.emit('data', Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0, settings), frame(FrameType.WINDOW_UPDATE, 0, 0, update), ...heads]));
+    // The socket holds every write (its first one unfinished): what one flush handed it stays queued.
+    await waitFor(() => socket.writableLength > 200_000);
+    await new Promise((r) => setImmediate(r));
+    // 256 KiB high-water mark, plus the frame that crossed it and the frames' headers and HEADERS.
+    expect(socket.writableLength).toBeLessThan(256 * 1024 + 16 * 1024 + 8 * 1024);
+    for (let i = 0; i < 2000 && dataBytes(written()) < STREAMS * BODY_BYTES; i++) {
+      complete();
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(dataBytes(written())).toBe(STREAMS * BODY_BYTES);
+  });
+
   it('sends a small response queued behind a large one without waiting for the large one', async () => {
     const { socket, frames } = framesWritten();
     new H2Connection(socket, {
