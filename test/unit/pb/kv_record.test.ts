@@ -40,17 +40,21 @@ function randomKv(r: () => number): KeyValue {
   };
 }
 
+/** The same fields (buffers compared with equals(): deep equality of long buffers in expect() is slow). */
+function same(a: KeyValue | pb.KeyValue, b: KeyValue | pb.KeyValue): boolean {
+  return (
+    a.key.equals(b.key) &&
+    a.value.equals(b.value) &&
+    a.createRevision === b.createRevision &&
+    a.modRevision === b.modRevision &&
+    a.version === b.version &&
+    a.lease === b.lease
+  );
+}
+
 describe('stored KeyValue records', () => {
   it('a decoded record keeps its bytes and the same fields; its wire object encodes as from the fields', () => {
     const r = mulberry32(20261130);
-    // Buffers compared with equals(): deep equality of long buffers in expect() is slow.
-    const same = (a: KeyValue | pb.KeyValue, b: KeyValue | pb.KeyValue): boolean =>
-      a.key.equals(b.key) &&
-      a.value.equals(b.value) &&
-      a.createRevision === b.createRevision &&
-      a.modRevision === b.modRevision &&
-      a.version === b.version &&
-      a.lease === b.lease;
     for (let i = 0; i < 600; i++) {
       const kv = randomKv(r);
       const rec = encodeKeyValue(kv);
@@ -76,14 +80,6 @@ describe('stored KeyValue records', () => {
 
   it('a KeyValue kept as its record bytes encodes as those bytes and reads its fields from them', () => {
     const r = mulberry32(20261201);
-    // Buffers compared with equals(): deep equality of long buffers in expect() is slow.
-    const same = (a: pb.KeyValue, b: pb.KeyValue): boolean =>
-      a.key.equals(b.key) &&
-      a.value.equals(b.value) &&
-      a.createRevision === b.createRevision &&
-      a.modRevision === b.modRevision &&
-      a.version === b.version &&
-      a.lease === b.lease;
     for (let i = 0; i < 600; i++) {
       const kv = randomKv(r);
       const rec = encodeKeyValue(kv);
