@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { IdleGc, type IdleGcOptions } from '../../../src/runtime/idle_gc';
 
 const MiB = 1024 * 1024;
-const opts: IdleGcOptions = { checkIntervalMs: 10_000, maxLoopUtilization: 0.01, minGrowthBytes: 16 * MiB };
+const opts: IdleGcOptions = { checkIntervalMs: 10_000, maxLoopUtilization: 0.01, minGrowthBytes: 16 * MiB, firstCheckAfterRecoveryMs: 2_000 };
 
 /** A heap that grows by what the test allocates and drops to `liveBytes` on a collection. */
 function fakeHeap(startBytes: number) {
@@ -99,6 +99,35 @@ describe('collection after start-up has read its state back', () => {
   });
 });
 
+describe('the first idle window after start-up', () => {
+  // A quiet start-up (nothing grown, so no collection at once): the collection owed to the first
+  // idle window comes after firstCheckAfterRecoveryMs, not after a whole check interval (60 s here).
+  const script = (firstMs: number): string => `
+    const { PerformanceObserver, constants } = require('node:perf_hooks');
+    const { startIdleGc } = require(${JSON.stringify(path.resolve(__dirname, '../../../dist/src/runtime/idle_gc.js'))});
+    let majors = 0;
+    new PerformanceObserver((l) => {
+      for (const e of l.getEntries()) if (e.detail.kind === constants.NODE_PERFORMANCE_GC_MAJOR) majors++;
+    }).observe({ entryTypes: ['gc'] });
+    setTimeout(() => {
+      const handle = startIdleGc({ checkIntervalMs: 60000, maxLoopUtilization: 0.5, minGrowthBytes: 64 * 1024 * 1024, firstCheckAfterRecoveryMs: ${firstMs} });
+      const before = majors;
+      handle.recovered();
+      setTimeout(() => { process.stdout.write(String(majors - before)); process.exit(0); }, 1500);
+    }, 300);
+  `;
+  const run = (firstMs: number): number => {
+    const r = spawnSync(process.execPath, ['--initial-old-space-size=64', '--expose-gc', '-e', script(firstMs)], { encoding: 'utf8', timeout: 20_000 });
+    expect(r.status, r.stderr).toBe(0);
+    return Number(r.stdout);
+  };
+
+  it('is judged soon after start-up has read its state back', () => {
+    expect(run(200)).toBeGreaterThanOrEqual(1);
+    expect(run(60_000)).toBe(0);
+  });
+});
+
 describe('idle GC in a real process', () => {
   // A burst of garbage that stays below bin/etcd's 64 MiB old-generation floor, then a quiet loop:
   // with --expose-gc the check runs one major collection; without it, it stays off. (Runs the
@@ -112,7 +141,7 @@ describe('idle GC in a real process', () => {
     }).observe({ entryTypes: ['gc'] });
     setTimeout(() => {
       const before = majors;
-      const handle = startIdleGc({ checkIntervalMs: 100, maxLoopUtilization: 0.5, minGrowthBytes: 4 * 1024 * 1024 });
+      const handle = startIdleGc({ checkIntervalMs: 100, maxLoopUtilization: 0.5, minGrowthBytes: 4 * 1024 * 1024, firstCheckAfterRecoveryMs: 60000 });
       let junk = [];
       for (let i = 0; i < 300000; i++) junk.push({ i, s: 'x' + i });
       junk = null;
