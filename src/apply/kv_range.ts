@@ -24,18 +24,51 @@ function comparator(target: number): ((a: KeyValue, b: KeyValue) => number) | nu
   }
 }
 
+/** A request's revision filters (0: none), or null when it has none. */
+interface RevisionBounds {
+  minMod: number;
+  maxMod: number;
+  minCreate: number;
+  maxCreate: number;
+}
+
+function revisionBounds(req: pb.RangeRequest): RevisionBounds | null {
+  const b = {
+    minMod: int64ToNumber(req.minModRevision),
+    maxMod: int64ToNumber(req.maxModRevision),
+    minCreate: int64ToNumber(req.minCreateRevision),
+    maxCreate: int64ToNumber(req.maxCreateRevision),
+  };
+  return b.minMod !== 0 || b.maxMod !== 0 || b.minCreate !== 0 || b.maxCreate !== 0 ? b : null;
+}
+
+/**
+ * The comparator the response must be sorted with, or null when the store's order (keys
+ * ascending) is the answer: a target other than KEY with no order means ascend, and KEY
+ * ascending needs no work.
+ */
+function sortOf(req: pb.RangeRequest): ((a: KeyValue, b: KeyValue) => number) | null {
+  const sortTarget = req.sortTarget ?? SortTarget.KEY;
+  let order: number = req.sortOrder ?? SortOrder.NONE;
+  if (sortTarget !== SortTarget.KEY && order === SortOrder.NONE) order = SortOrder.ASCEND;
+  else if (sortTarget === SortTarget.KEY && order === SortOrder.ASCEND) order = SortOrder.NONE;
+  if (order !== SortOrder.ASCEND && order !== SortOrder.DESCEND) return null;
+  const cmp = comparator(sortTarget);
+  if (cmp === null) return null;
+  return order === SortOrder.ASCEND ? cmp : (a, b) => cmp(b, a);
+}
+
 export function applyRange(reader: RangeReader, req: pb.RangeRequest): pb.RangeResponse {
+  return decodedRange(reader, req, revisionBounds(req), sortOf(req));
+}
+
+function decodedRange(reader: RangeReader, req: pb.RangeRequest, bounds: RevisionBounds | null, sort: ((a: KeyValue, b: KeyValue) => number) | null): pb.RangeResponse {
   const limit = int64ToNumber(req.limit);
-  const minMod = int64ToNumber(req.minModRevision);
-  const maxMod = int64ToNumber(req.maxModRevision);
-  const minCreate = int64ToNumber(req.minCreateRevision);
-  const maxCreate = int64ToNumber(req.maxCreateRevision);
-  const sortOrder = req.sortOrder ?? SortOrder.NONE;
   const sortTarget = req.sortTarget ?? SortTarget.KEY;
 
   // Sorting and filters need every key before the limit applies.
   let fetchLimit = limit;
-  if (sortOrder !== SortOrder.NONE || minMod !== 0 || maxMod !== 0 || minCreate !== 0 || maxCreate !== 0) fetchLimit = 0;
+  if ((req.sortOrder ?? SortOrder.NONE) !== SortOrder.NONE || bounds !== null) fetchLimit = 0;
   if (fetchLimit > 0) fetchLimit++; // one extra tells whether there is more
 
   const rr = reader.range(buf(req.key), buf(req.rangeEnd), {
@@ -47,19 +80,14 @@ export function applyRange(reader: RangeReader, req: pb.RangeRequest): pb.RangeR
   });
 
   let kvs = rr.kvs;
-  if (maxMod !== 0) kvs = kvs.filter((kv) => !(kv.modRevision > maxMod));
-  if (minMod !== 0) kvs = kvs.filter((kv) => !(kv.modRevision < minMod));
-  if (maxCreate !== 0) kvs = kvs.filter((kv) => !(kv.createRevision > maxCreate));
-  if (minCreate !== 0) kvs = kvs.filter((kv) => !(kv.createRevision < minCreate));
-
-  let order: number = sortOrder;
-  // The store returns keys ascending: a target other than KEY with no order means ascend,
-  // and KEY ascending needs no work.
-  if (sortTarget !== SortTarget.KEY && order === SortOrder.NONE) order = SortOrder.ASCEND;
-  else if (sortTarget === SortTarget.KEY && order === SortOrder.ASCEND) order = SortOrder.NONE;
-  const cmp = comparator(sortTarget);
-  if (cmp && order === SortOrder.ASCEND) kvs = kvs.slice().sort(cmp);
-  else if (cmp && order === SortOrder.DESCEND) kvs = kvs.slice().sort((a, b) => cmp(b, a));
+  if (bounds !== null) {
+    const { minMod, maxMod, minCreate, maxCreate } = bounds;
+    if (maxMod !== 0) kvs = kvs.filter((kv) => !(kv.modRevision > maxMod));
+    if (minMod !== 0) kvs = kvs.filter((kv) => !(kv.modRevision < minMod));
+    if (maxCreate !== 0) kvs = kvs.filter((kv) => !(kv.createRevision > maxCreate));
+    if (minCreate !== 0) kvs = kvs.filter((kv) => !(kv.createRevision < minCreate));
+  }
+  if (sort !== null) kvs = kvs.slice().sort(sort);
 
   let more = false;
   if (limit > 0 && kvs.length > limit) {
@@ -86,18 +114,9 @@ export interface RecordRangeReader extends RangeReader {
  * applyRange's.
  */
 export function applyRangeForWire(reader: RecordRangeReader, req: pb.RangeRequest): pb.RangeResponse {
-  const sortOrder = req.sortOrder ?? SortOrder.NONE;
-  const sortTarget = req.sortTarget ?? SortTarget.KEY;
-  const unsorted = sortTarget === SortTarget.KEY && (sortOrder === SortOrder.NONE || sortOrder === SortOrder.ASCEND);
-  const plain =
-    unsorted &&
-    !req.keysOnly &&
-    !req.countOnly &&
-    int64ToNumber(req.minModRevision) === 0 &&
-    int64ToNumber(req.maxModRevision) === 0 &&
-    int64ToNumber(req.minCreateRevision) === 0 &&
-    int64ToNumber(req.maxCreateRevision) === 0;
-  if (!plain) return applyRange(reader, req);
+  const bounds = revisionBounds(req);
+  const sort = sortOf(req);
+  if (bounds !== null || sort !== null || req.keysOnly || req.countOnly) return decodedRange(reader, req, bounds, sort);
   const limit = int64ToNumber(req.limit);
   const kvs: pb.KeyValue[] = [];
   let more = false;

@@ -129,20 +129,22 @@ export class MvccStore {
     return this.rangeAt(key, end, this.currentRev, opts);
   }
 
-  /** The revision a range reads at (etcd's checks: FutureRev, Compacted). */
-  private readRevision(curRev: number, opts: RangeOptions | undefined): number {
+  /**
+   * The index's hits of a range read at curRev (etcd's checks: FutureRev, Compacted), up to the
+   * limit (one for countOnly), and how many keys match in all.
+   */
+  private hitsAt(key: Buffer, end: Buffer | null, curRev: number, opts: RangeOptions | undefined): ReturnType<TreeIndex['rangeLimited']> {
     let rev = opts?.rev ?? 0;
     if (rev > curRev) throw etcdError('FutureRev');
     if (rev <= 0) rev = curRev;
     if (rev < this.compactMainRev) throw etcdError('Compacted');
-    return rev;
+    const wanted = opts?.countOnly ? 1 : opts?.limit && opts.limit > 0 ? opts.limit : 0;
+    return this.index.rangeLimited(key.toString('latin1'), toRangeEnd(end), rev, wanted);
   }
 
   /** Ranges as seen by a reader whose current revision is curRev (a write txn sees its own). */
   rangeAt(key: Buffer, end: Buffer | null, curRev: number, opts?: RangeOptions): RangeResult {
-    const rev = this.readRevision(curRev, opts);
-    const wanted = opts?.countOnly ? 1 : opts?.limit && opts.limit > 0 ? opts.limit : 0;
-    const { hits, total: count } = this.index.rangeLimited(key.toString('latin1'), toRangeEnd(end), rev, wanted);
+    const { hits, total: count } = this.hitsAt(key, end, curRev, opts);
     if (opts?.countOnly || count === 0) return { kvs: [], count, rev: curRev };
     const limit = hits.length;
     const kvs: KeyValue[] = new Array(limit);
@@ -170,8 +172,7 @@ export class MvccStore {
   rangeRecords(key: Buffer, end: Buffer | null, opts: RangeOptions, each: (record: Uint8Array, length: number) => void): { count: number; rev: number } {
     assert(!opts.countOnly && !opts.keysOnly, 'rangeRecords reads whole records');
     const curRev = this.currentRev;
-    const rev = this.readRevision(curRev, opts);
-    const { hits, total: count } = this.index.rangeLimited(key.toString('latin1'), toRangeEnd(end), rev, opts.limit && opts.limit > 0 ? opts.limit : 0);
+    const { hits, total: count } = this.hitsAt(key, end, curRev, opts);
     const get = this.kv.getBinaryFast;
     const readKey = this.readKey;
     for (let i = 0; i < hits.length; i++) {
