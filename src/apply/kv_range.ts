@@ -4,7 +4,7 @@ import type { RangeOptions, RangeReader } from '../mvcc/store';
 import type { KeyValue } from '../mvcc/types';
 import { RangeRequest_SortOrder as SortOrder, RangeRequest_SortTarget as SortTarget } from '../pb/types';
 import type * as pb from '../pb/types';
-import { keyValueFromRecord } from '../pb/kv_wire';
+import { WireRecords } from '../pb/kv_wire';
 import { buf, int64ToNumber, revHeader, toPbKv, toPbKvWithoutValue } from './kv_convert';
 
 function comparator(target: number): ((a: KeyValue, b: KeyValue) => number) | null {
@@ -110,20 +110,21 @@ export interface RecordRangeReader extends RangeReader {
 /**
  * applyRange for a response that is encoded and dropped (the KV service's Range): a range with
  * no sort, no revision filters and whole keys carries each key as the bytes the store holds
- * (keyValueFromRecord), copied once, instead of decoded fields encoded again. Anything else is
- * applyRange's.
+ * (WireRecords), copied once, instead of decoded fields encoded again; past its first 16 KiB the
+ * copies are in pooled memory that the encoder hands back. Anything else is applyRange's.
  */
 export function applyRangeForWire(reader: RecordRangeReader, req: pb.RangeRequest): pb.RangeResponse {
   const bounds = revisionBounds(req);
   const sort = sortOf(req);
   if (bounds !== null || sort !== null || req.keysOnly || req.countOnly) return decodedRange(reader, req, bounds, sort);
   const limit = int64ToNumber(req.limit);
-  const kvs: pb.KeyValue[] = [];
+  const records = new WireRecords();
+  const kvs = records.kvs;
   let more = false;
   // One key past the limit tells whether there is more; it is not copied.
   const rr = reader.rangeRecords(buf(req.key), buf(req.rangeEnd), { rev: int64ToNumber(req.revision), limit: limit > 0 ? limit + 1 : 0 }, (record, length) => {
     if (limit > 0 && kvs.length === limit) more = true;
-    else kvs.push(keyValueFromRecord(record, length));
+    else records.push(record, length);
   });
   return { header: revHeader(rr.rev), kvs, more, count: String(rr.count) };
 }

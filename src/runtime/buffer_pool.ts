@@ -4,9 +4,11 @@
 // Buffers live outside V8's heap, but V8 counts the bytes allocated for them since the last full
 // collection toward starting the next one: with two clients paging (kube-mix), a mark-compact ran
 // every 120-250 ms on a ~22 MB heap, and its pauses and incremental steps were part of every other
-// request's tail. A buffer from here is handed back only by the HTTP/2 connection, from the
-// callback of the socket write that carried its last bytes; a buffer that never comes back (its
-// stream reset, its connection gone) is left to the garbage collector like any other.
+// request's tail. A response's buffer is handed back by the HTTP/2 connection, from the callback of
+// the socket write that carried its last bytes; the pieces a range response's keys were copied into
+// are handed back by the encoder that copied them out (src/pb/kv_wire.ts, WireRecords). A buffer
+// that never comes back (its stream reset, its connection gone, its response never encoded) is left
+// to the garbage collector like any other.
 import assert from 'node:assert';
 
 /** Encodings smaller than this come from Node's allocator (a copy or a pool slice is cheap). */

@@ -44,8 +44,9 @@ export interface AuthApi {
 export interface EtcdServerApi {
   // KV (ctx: the caller, for permission checks once auth is enabled)
   /**
-   * `forWire`: the response is only encoded (the KV service): its keys may then be kept as their
-   * stored bytes, whose fields are accessors rather than own properties (applyRangeForWire).
+   * `forWire`: the response is only encoded, once (the KV service): its keys may then be kept as
+   * their stored bytes, whose fields are accessors rather than own properties, and a large one's
+   * bytes go back to the buffer pool as it is encoded (applyRangeForWire, WireRecords).
    */
   range(req: pb.RangeRequest, ctx?: CallAuth, forWire?: boolean): Promise<pb.RangeResponse>;
   put(req: pb.PutRequest, ctx?: CallAuth): Promise<pb.PutResponse>;

@@ -47,8 +47,9 @@ describe('kv', () => {
   });
 
   it('answers large ranges read at once over several connections with each one whole', async () => {
-    // Responses over 64 KiB are encoded into reused buffers (src/runtime/buffer_pool.ts): one handed
-    // back too early would show here as another response's bytes inside a value.
+    // Responses over 64 KiB are encoded into reused buffers (src/runtime/buffer_pool.ts), and a range's
+    // keys past its first 16 KiB are copied into reused pieces (src/pb/kv_wire.ts, WireRecords): one
+    // handed back too early would show here as another response's bytes inside a value.
     const PREFIXES = ['big/a/', 'big/b/', 'big/c/', 'big/d/'];
     const KEYS = 60;
     const valueOf = (key: string): string => `${key}:`.repeat(Math.ceil(2048 / (key.length + 1))).slice(0, 2048);

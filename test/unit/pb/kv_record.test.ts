@@ -10,6 +10,7 @@ import type { KeyValue } from '../../../src/mvcc/types';
 import { decodeMessage } from '../../../src/pb/internal';
 import { encodeRangeResponse, encodeTxnResponse, encodePutResponse, encodeDeleteRangeResponse, keyValueFromRecord, keyValueRecord } from '../../../src/pb/kv_wire';
 import type * as pb from '../../../src/pb/types';
+import { responsePool } from '../../../src/runtime/buffer_pool';
 import { mulberry32 } from '../../helpers/random';
 import { FakeLeases, rangeReq } from '../apply/kv_helpers';
 import { b, closeStore, openStore, write } from '../mvcc/helpers';
@@ -278,6 +279,47 @@ describe('responses built from the store', () => {
     expect(count).toBeGreaterThan(10);
     // The store's checks apply as to any range.
     expect(() => applyRangeForWire(s.store, rangeReq('k', { revision: '100000' }))).toThrow('mvcc: required revision is a future revision');
+  });
+
+  it('a large range for the wire keeps its keys in lent memory that goes back when it is encoded, and no key outlives it', () => {
+    const s = openStore();
+    opened.push(s);
+    const leases = new FakeLeases([]);
+    const put = (key: string, value: Buffer): void =>
+      write(s, (t) => applyPut(t, leases, { key: b(key), value, lease: '0', prevKv: false, ignoreValue: false, ignoreLease: false }));
+    // ~300 KB: the first 16 KiB share the slab, the rest needs pieces of 128 KiB; one record has its own buffer.
+    for (let i = 0; i < 300; i++) put(`big${String(i).padStart(3, '0')}`, Buffer.alloc(i === 150 ? 40_000 : 1000, i));
+    for (let i = 0; i < 300; i++) put(`cmp${String(i).padStart(3, '0')}`, Buffer.alloc(1000, 255 - (i % 200)));
+    const req = rangeReq('big', { rangeEnd: 'bih' });
+    const small = applyRangeForWire(s.store, rangeReq('big', { rangeEnd: 'bih', limit: '5' }));
+    const returned0 = responsePool.returned;
+    const wire = applyRangeForWire(s.store, req);
+    // A field read before the encoding is a copy: it must outlive the loan.
+    const early = wire.kvs[299]!.value;
+    const decoded = applyRange(s.store, req);
+    wire.header = HEADER;
+    decoded.header = HEADER;
+    const bytes = encodeRangeResponse(wire);
+    expect(bytes.equals(encodeRangeResponse(decoded))).toBe(true);
+    const lent = responsePool.returned - returned0;
+    expect(lent).toBeGreaterThanOrEqual(2);
+    // The memory is lent again to the next large range, over other keys, which encodes its own bytes.
+    const next = applyRangeForWire(s.store, rangeReq('cmp', { rangeEnd: 'cmq' }));
+    const nextDecoded = applyRange(s.store, rangeReq('cmp', { rangeEnd: 'cmq' }));
+    next.header = HEADER;
+    nextDecoded.header = HEADER;
+    expect(encodeRangeResponse(next).equals(encodeRangeResponse(nextDecoded))).toBe(true);
+    expect(responsePool.returned - returned0).toBe(2 * lent);
+    expect(early.equals(Buffer.alloc(1000, 299 % 256))).toBe(true);
+    // A lent key read or encoded after its response was encoded is an assertion failure, not other bytes.
+    expect(() => wire.kvs[298]!.key).toThrow('read after its memory went back');
+    expect(() => encodeRangeResponse(wire)).toThrow('encoded after its memory went back');
+    // A small range takes nothing from the pool and may be encoded again.
+    small.header = HEADER;
+    const returned1 = responsePool.returned;
+    expect(encodeRangeResponse(small).equals(encodeRangeResponse(small))).toBe(true);
+    expect(small.kvs[4]!.key.toString()).toBe('big004');
+    expect(responsePool.returned).toBe(returned1);
   });
 
   it('txn, put and delete responses with ranges and previous values encode exactly as from the fields', () => {
