@@ -13,11 +13,6 @@ interface RangeEntry {
   readonly watchers: Set<Watcher>;
 }
 
-// latin1 spells each byte as one char <= U+00FF, so U+0100 cannot occur inside a spelled key.
-function rangeId(start: string, end: string): string {
-  return `${start}\u0100${end}`;
-}
-
 export class WatcherGroup {
   private readonly single = new Map<string, Set<Watcher>>();
   private readonly ranges = new Map<string, RangeEntry>();
@@ -28,8 +23,8 @@ export class WatcherGroup {
   }
 
   add(w: Watcher): void {
-    if (w.end === null) {
-      const k = w.key.toString('latin1');
+    if (w.endLatin1 === null) {
+      const k = w.groupId;
       let set = this.single.get(k);
       if (set === undefined) {
         set = new Set();
@@ -38,12 +33,10 @@ export class WatcherGroup {
       assert(!set.has(w), 'watcher added twice');
       set.add(w);
     } else {
-      const start = w.key.toString('latin1');
-      const end = w.end.toString('latin1');
-      const id = rangeId(start, end);
+      const id = w.groupId;
       let entry = this.ranges.get(id);
       if (entry === undefined) {
-        entry = { start, end, watchers: new Set() };
+        entry = { start: w.keyLatin1, end: w.endLatin1, watchers: new Set() };
         this.ranges.set(id, entry);
       }
       assert(!entry.watchers.has(w), 'watcher added twice');
@@ -53,13 +46,13 @@ export class WatcherGroup {
   }
 
   delete(w: Watcher): boolean {
-    if (w.end === null) {
-      const k = w.key.toString('latin1');
+    if (w.endLatin1 === null) {
+      const k = w.groupId;
       const set = this.single.get(k);
       if (set === undefined || !set.delete(w)) return false;
       if (set.size === 0) this.single.delete(k);
     } else {
-      const id = rangeId(w.key.toString('latin1'), w.end.toString('latin1'));
+      const id = w.groupId;
       const entry = this.ranges.get(id);
       if (entry === undefined || !entry.watchers.delete(w)) return false;
       if (entry.watchers.size === 0) this.ranges.delete(id);

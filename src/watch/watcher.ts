@@ -16,8 +16,25 @@ export interface WatcherOwner {
   readonly paused: boolean;
 }
 
+/**
+ * A watched key or range as the synced group indexes it: the bytes spelled in latin1 (string order
+ * is then byte order, see watcher-group.ts), a range as its two bounds joined by U+0100, which no
+ * spelled byte can be.
+ */
+function rangeId(start: string, end: string): string {
+  return `${start}\u0100${end}`;
+}
+
 export class Watcher {
   state: WatcherState;
+  /**
+   * `key` and `end` in latin1, and the group's index key (the key, or rangeId of the bounds):
+   * spelled once, not on every move between the synced and unsynced groups (under fan-out most
+   * watchers of a stream move twice per revision; the spelling was ~9% of the server's CPU).
+   */
+  readonly keyLatin1: string;
+  readonly endLatin1: string | null;
+  readonly groupId: string;
   /** The next revision this watcher has not been served (all events below it were). */
   minRev: number;
   /**
@@ -43,6 +60,9 @@ export class Watcher {
   ) {
     this.minRev = minRev;
     this.state = state;
+    this.keyLatin1 = key.toString('latin1');
+    this.endLatin1 = end === null ? null : end.toString('latin1');
+    this.groupId = this.endLatin1 === null ? this.keyLatin1 : rangeId(this.keyLatin1, this.endLatin1);
   }
 
   /** False when a NOPUT/NODELETE filter drops the event. */
