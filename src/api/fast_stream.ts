@@ -47,14 +47,15 @@ export interface FastStreamOptions {
 export const WRITE_HIGH_WATER_BYTES = 64 * 1024;
 
 /**
- * Responses queued in one turn before write() returns false: grpc-js's Duplex holds 16 objects.
- * Keeping its limit keeps what a watch client sees under fan-out: a stream with many watchers
- * of one key pauses, and the hub's catch-up then answers the paused watchers with several
- * revisions per response instead of one response per revision (measured with etcd's benchmark,
- * 1000 watchers on one key: one sixth of the messages, and the Go client keeps up with etcd's
- * rate; without it, it fell to half).
+ * Responses queued in one turn before write() returns false: etcd's watch stream buffers 128
+ * (mvcc's chanBufLen) before its watchers become victims served by the catch-up. This was
+ * grpc-js's Duplex's 16, which made a stream of 100 watchers on one key (etcd's benchmark, 1000
+ * watchers over 10 streams) send 16 of them live and move the other 84 to the catch-up and back on
+ * every revision: with 128, server CPU in that case 1.45-1.71 -> 1.14-1.23 s per run, the Go
+ * client still taking all 50k events/s. (When the limit was first set the client fell to half
+ * that rate without it; it did not here.) WRITE_HIGH_WATER_BYTES still bounds the bytes.
  */
-export const WRITE_HIGH_WATER_MESSAGES = 16;
+export const WRITE_HIGH_WATER_MESSAGES = 128;
 
 /**
  * Requests parsed but not yet delivered while the handler has paused: the rest of the one

@@ -8,7 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import { Etcd3 } from 'etcd3';
 import { encodeMessage, decodeMessage } from '../../../src/pb/internal';
 import { createMetrics, type EtcdMetrics } from '../../../src/metrics';
-import { FrameReader, WRITE_HIGH_WATER_BYTES } from '../../../src/api/fast_stream';
+import { FrameReader, WRITE_HIGH_WATER_BYTES, WRITE_HIGH_WATER_MESSAGES } from '../../../src/api/fast_stream';
 import type { MvccEvent } from '../../../src/mvcc/types';
 import type * as pb from '../../../src/pb/types';
 import { startHarness, waitFor, type Harness } from './harness';
@@ -348,6 +348,30 @@ describe('fast bidi path with real clients', () => {
     for (const vals of byWatcher.values()) expect(vals).toEqual(Array.from({ length: 10 }, (_, i) => `r${i}`));
     w.cancel();
     await waitFor(() => fake.streams.size === before, 5000, 'the stream to close on the server');
+  });
+
+  it("takes etcd's 128 small responses in one turn before asking the hub to wait, and delivers them all", async () => {
+    // etcd buffers 128 responses per watch stream (mvcc's chanBufLen) before its watchers become
+    // victims; 100 watchers of one key on one stream get their event live in etcd, so here too.
+    expect(WRITE_HIGH_WATER_MESSAGES).toBe(128);
+    const w = (h.client('etcdserverpb.Watch') as unknown as { Watch(): grpc.ClientDuplexStream<unknown, pb.WatchResponse> }).Watch();
+    const got: pb.WatchResponse[] = [];
+    w.on('data', (r: pb.WatchResponse) => got.push(r));
+    w.on('error', () => undefined);
+    w.write({ createRequest: { key: b('turn') } });
+    await waitFor(() => got.length === 1, 5000, 'created');
+    const stream = [...fake.streams].at(-1) as FakeWatchStream;
+    const accepted: boolean[] = [];
+    for (let i = 0; i < 130; i++) {
+      fake.rev++;
+      const ev: MvccEvent = { type: 0, kv: { key: b('turn'), value: b('v'), createRevision: 2, modRevision: fake.rev, version: i + 1, lease: 0n }, prevKv: null };
+      accepted.push(stream.emit({ watchId: Number(got[0]!.watchId), events: [ev] }));
+    }
+    // The 128th response of the turn fills the call's buffer: it and the ones after say wait.
+    expect(accepted.indexOf(false)).toBe(WRITE_HIGH_WATER_MESSAGES - 1);
+    await waitFor(() => got.length === 131, 5000, 'every response');
+    expect(got.slice(1).map((r) => Number(r.events[0]!.kv!.version))).toEqual(Array.from({ length: 130 }, (_, i) => i + 1));
+    w.cancel();
   });
 
   it('a slow reader: the server stops pushing, memory stays bounded, nothing is lost or reordered', async () => {
