@@ -285,8 +285,9 @@ describe('responses built from the store', () => {
     const s = openStore();
     opened.push(s);
     const leases = new FakeLeases([]);
-    const put = (key: string, value: Buffer): void =>
+    const put = (key: string, value: Buffer): void => {
       write(s, (t) => applyPut(t, leases, { key: b(key), value, lease: '0', prevKv: false, ignoreValue: false, ignoreLease: false }));
+    };
     // ~300 KB: the first 16 KiB share the slab, the rest needs pieces of 128 KiB; one record has its own buffer.
     for (let i = 0; i < 300; i++) put(`big${String(i).padStart(3, '0')}`, Buffer.alloc(i === 150 ? 40_000 : 1000, i));
     for (let i = 0; i < 300; i++) put(`cmp${String(i).padStart(3, '0')}`, Buffer.alloc(1000, 255 - (i % 200)));
