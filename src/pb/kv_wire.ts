@@ -439,7 +439,8 @@ export class WireRecords {
   readonly kvs: pb.KeyValue[] = [];
   #released = false;
   #copiedBytes = 0;
-  #lent: Buffer[] = [];
+  /** Pieces lent so far; null until the first (most ranges, one key or a few, never take one). */
+  #lent: Buffer[] | null = null;
   /** The piece being filled: its memory (`.buffer` is a runtime call: read once per piece), where it starts in it, and its end. */
   #piece: ArrayBufferLike | null = null;
   #piecePos = 0;
@@ -472,7 +473,10 @@ export class WireRecords {
   #takePiece(): void {
     const piece = responsePool.take(WIRE_LENT_BYTES);
     assert(piece !== null, 'pool size class for wire records');
-    if (this.#lent.length === 0) (this.kvs as pb.KeyValue[] & { [WIRE_RECORDS]?: WireRecords })[WIRE_RECORDS] = this;
+    if (this.#lent === null) {
+      this.#lent = [];
+      (this.kvs as pb.KeyValue[] & { [WIRE_RECORDS]?: WireRecords })[WIRE_RECORDS] = this;
+    }
     this.#lent.push(piece);
     this.#piece = piece.buffer;
     this.#piecePos = piece.byteOffset;
@@ -483,8 +487,8 @@ export class WireRecords {
   release(): void {
     assert(!this.#released, 'range response records released twice');
     this.#released = true;
-    for (const b of this.#lent) responsePool.giveBack(b);
-    this.#lent = [];
+    if (this.#lent !== null) for (const b of this.#lent) responsePool.giveBack(b);
+    this.#lent = null;
     this.#piece = null;
   }
 
