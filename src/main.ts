@@ -48,6 +48,7 @@ function serverConfig(c: Config): ServerConfig {
     clusterVersion: clusterVersionOf(c.emulatedEtcdVersion),
     authToken: c.authToken,
     authTokenTtlSec: c.authTokenTtlSec,
+    warningApplyDurationMs: c.warningApplyDurationMs,
     autoCompaction: {
       mode: c.autoCompactionMode,
       retentionMs: c.autoCompactionRetentionMs,

@@ -89,8 +89,13 @@ export class MvccStore {
   private readonly readKey = Buffer.alloc(REV_BYTES);
   private wakeSleeper: (() => void) | null = null;
 
-  /** Writes applied since start (etcd_mvcc_put_total / etcd_mvcc_delete_total count these). */
-  readonly ops = { puts: 0, deletes: 0 };
+  /**
+   * Since start: writes applied (etcd_mvcc_put_total / etcd_mvcc_delete_total), the bytes of the
+   * keys and values put (etcd_debugging_mvcc_total_put_size_in_bytes), records a physical
+   * compaction removed (etcd_debugging_mvcc_db_compaction_keys_total), and the epoch second the
+   * last one finished (etcd_debugging_mvcc_db_compaction_last; 0 before any).
+   */
+  readonly ops = { puts: 0, deletes: 0, putBytes: 0, compactedKeys: 0, lastCompactionEpochSec: 0 };
 
   /**
    * The live keys with a lease as restore() found them (each key's last record), for the
@@ -277,6 +282,7 @@ export class MvccStore {
     this.kv.putSync(revToBytes(rev, sub), encodeKeyValue(kv));
     this.index.put(keyStr, rev, sub, ki);
     this.ops.puts++;
+    this.ops.putBytes += key.length + value.length;
     return { kv, prevKv };
   }
 
@@ -359,10 +365,14 @@ export class MvccStore {
         for (const key of this.kv.getKeys({ start, end, limit: COMPACTION_BATCH_LIMIT })) keys.push(Buffer.from(key));
         for (const key of keys) {
           const r = bytesToRev(key);
-          if (!keep.has(revId(r.main, r.sub))) this.kv.removeSync(key);
+          if (!keep.has(revId(r.main, r.sub))) {
+            this.kv.removeSync(key);
+            this.ops.compactedKeys++;
+          }
         }
         if (keys.length < COMPACTION_BATCH_LIMIT) {
           this.backend.metaPut(META_FINISHED_COMPACT, revMetaBytes(rev));
+          this.ops.lastCompactionEpochSec = Math.floor(Date.now() / 1000);
           return true;
         }
         const last = bytesToRev(keys[keys.length - 1]);

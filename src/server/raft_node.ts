@@ -18,7 +18,8 @@ export interface RaftNodeHooks {
   afterAdvance(): Promise<void>;
   /** A snapshot from the leader must replace the applied state before the WAL records it. */
   installSnapshot(snap: Snapshot): Promise<void>;
-  onWalSaved?(bytes: number, seconds: number, synced: boolean): void;
+  /** After each save: bytes written, seconds for the whole save, whether it synced, seconds of its write() alone. */
+  onWalSaved?(bytes: number, seconds: number, synced: boolean, writeSeconds: number): void;
   /** Client writes this member is waiting on (answered once applied). */
   proposalsWaiting(): number;
   /** An unrecoverable error in the loop (I/O or broken invariant): the member must stop. */
@@ -229,7 +230,7 @@ export class RaftNode {
       const bytes = await this.wal.save(rd.hardState, rd.entries, rd.snapshot, mustSync, inline);
       const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
       if (mustSync) this.lastSyncedSaveMs = seconds * 1000;
-      this.hooks.onWalSaved?.(bytes, seconds, mustSync);
+      this.hooks.onWalSaved?.(bytes, seconds, mustSync, this.wal.lastWriteSeconds);
       if (this.stopped) return;
     }
     if (rd.snapshot) {

@@ -35,6 +35,8 @@ import { AuthStore, type AuthInfo } from '../auth/store';
 import { AuthService } from '../auth/service';
 import { tokenProviderFromSpec, type TokenProvider } from '../auth/tokens';
 import { AppliedWaiter, WaitRegistry } from './wait';
+import { describeInternalRequest, describeRange } from './slow_request';
+import { formatGoDurationMs } from '../log/format';
 
 export interface ServerConfig {
   name: string;
@@ -65,6 +67,8 @@ export interface ServerConfig {
   /** --auth-token ("simple" or "jwt,...") and --auth-token-ttl; simple tokens, 300 s, when absent. */
   authToken?: string;
   authTokenTtlSec?: number;
+  /** --warning-apply-duration: applies (and read-only ranges) slower than this are logged and counted; 100 ms when absent. */
+  warningApplyDurationMs?: number;
 }
 
 /** Bounds. */
@@ -75,6 +79,8 @@ const MAX_READ_WAITERS = 100_000;
 const MAX_APPLY_GAP = 5_000;
 const LEASE_REVOKES_PER_ROUND = 1_000;
 const LEASE_CHECK_INTERVAL_MS = 500;
+/** etcd's default --warning-apply-duration. */
+const DEFAULT_WARNING_APPLY_MS = 100;
 /** etcd's readIndexRetryTime. */
 const READ_INDEX_RETRY_MS = 500;
 
@@ -108,6 +114,7 @@ export class EtcdServer implements EtcdServerApi {
   private publishedAttributes = false;
   private loggedCapabilities = false;
   readonly requestTimeoutMs: number;
+  private readonly warningApplyMs: number;
 
   private constructor(
     readonly cfg: ServerConfig,
@@ -133,6 +140,7 @@ export class EtcdServer implements EtcdServerApi {
     this.idGen = new IdGenerator(this.memberId, Date.now());
     // etcd's ReqTimeout: 5 s plus two election timeouts.
     this.requestTimeoutMs = 5000 + 2 * cfg.electionTimeoutMs;
+    this.warningApplyMs = cfg.warningApplyDurationMs ?? DEFAULT_WARNING_APPLY_MS;
     this.proposals = new WaitRegistry<string, ApplyResult>(MAX_PENDING_PROPOSALS, this.requestTimeoutMs);
   }
 
@@ -284,8 +292,12 @@ export class EtcdServer implements EtcdServerApi {
       fatal: (e) => server.fatal(e),
       // etcd observes its WAL fsync histogram per fdatasync: saves that needed none (a commit
       // index moving on) are not fsyncs.
-      onWalSaved: (_bytes, seconds, synced) => {
-        if (synced) server.metrics?.disk.walFsyncDurationSeconds.observe(seconds);
+      onWalSaved: (bytes, seconds, synced, writeSeconds) => {
+        const m = server.metrics;
+        if (m === null || bytes === 0) return;
+        m.disk.walWriteBytes.inc(bytes);
+        m.disk.walWriteDurationSeconds.observe(writeSeconds);
+        if (synced) m.disk.walFsyncDurationSeconds.observe(Math.max(0, seconds - writeSeconds));
       },
       proposalsWaiting: () => server.proposals.size,
     }, { tickMs: cfg.heartbeatIntervalMs, maxInbox: MAX_INBOX, log });
@@ -314,7 +326,7 @@ export class EtcdServer implements EtcdServerApi {
   private tokens!: TokenProvider;
   auth!: AuthService;
   private compactor: Compactor | null = null;
-  private reportedOps = { puts: 0, deletes: 0 };
+  private reportedOps = { puts: 0, deletes: 0, compactedKeys: 0, eventsSent: 0 };
   private proposalsFailed = 0;
 
   /** Gauges are sampled at scrape time; counters are bumped where things happen. */
@@ -325,7 +337,7 @@ export class EtcdServer implements EtcdServerApi {
     m.beforeScrape(() => {
       m.server.hasLeader.set(this.leaderId !== 0n ? 1 : 0);
       m.server.isLeader.set(this.isLeader ? 1 : 0);
-      m.server.isLearner.set(0);
+      m.server.isLearner.set(this.members.get(this.memberId)?.isLearner ? 1 : 0);
       m.server.proposalsCommitted.set(this.committedIndex);
       m.server.proposalsApplied.set(this.appliedIndex);
       m.server.proposalsPending.set(this.proposals.size);
@@ -337,9 +349,16 @@ export class EtcdServer implements EtcdServerApi {
       m.mvcc.watcherTotal.set(this.watchHub.watcherCount());
       m.mvcc.slowWatcherTotal.set(this.watchHub.slowWatcherCount());
       // Counted where they happen in the store (txn puts and lease-revoke deletes included).
-      m.mvcc.putTotal.inc(this.mvcc.ops.puts - this.reportedOps.puts);
-      m.mvcc.deleteTotal.inc(this.mvcc.ops.deletes - this.reportedOps.deletes);
-      this.reportedOps = { ...this.mvcc.ops };
+      const ops = this.mvcc.ops;
+      const sent = this.watchHub.eventsSent;
+      m.mvcc.putTotal.inc(ops.puts - this.reportedOps.puts);
+      m.mvcc.deleteTotal.inc(ops.deletes - this.reportedOps.deletes);
+      m.mvcc.dbCompactionKeysTotal.inc(ops.compactedKeys - this.reportedOps.compactedKeys);
+      m.mvcc.eventsTotal.inc(sent - this.reportedOps.eventsSent);
+      this.reportedOps = { puts: ops.puts, deletes: ops.deletes, compactedKeys: ops.compactedKeys, eventsSent: sent };
+      m.mvcc.totalPutSizeInBytes.set(ops.putBytes);
+      m.mvcc.dbCompactionLast.set(ops.lastCompactionEpochSec);
+      m.mvcc.watchStreamTotal.set(this.watchHub.streamCount());
     });
   }
 
@@ -348,8 +367,48 @@ export class EtcdServer implements EtcdServerApi {
     for (const m of msgs) {
       if (m.type === MessageType.MsgSnap) this.sendSnapshot(m);
       else out.push(m);
+      if (m.type === MessageType.MsgHeartbeat) this.observeHeartbeat(m.to);
     }
     if (out.length > 0) this.transport.send(out);
+  }
+
+  /** When the last heartbeat to each member was sent (performance.now() ms); cleared on every soft-state change. */
+  private readonly heartbeatSentAtMs = new Map<bigint, number>();
+
+  /**
+   * etcd's timeout detector over heartbeats: a leader whose next heartbeat to a member leaves
+   * more than two heartbeat intervals after the last one was too busy (slow disk, long applies)
+   * to tick on time, and followers may start an election.
+   */
+  private observeHeartbeat(to: bigint): void {
+    const now = performance.now();
+    const last = this.heartbeatSentAtMs.get(to);
+    this.heartbeatSentAtMs.set(to, now);
+    if (last === undefined) return;
+    const expectedMs = 2 * this.cfg.heartbeatIntervalMs;
+    const exceededMs = now - last - expectedMs;
+    if (exceededMs <= 0) return;
+    this.metrics?.server.heartbeatSendFailures.inc();
+    this.log.warn('leader failed to send out heartbeat on time; took too long, leader is overloaded likely from slow disk', {
+      to: idToHex(to),
+      'heartbeat-interval': formatGoDurationMs(this.cfg.heartbeatIntervalMs),
+      'expected-duration': formatGoDurationMs(expectedMs),
+      'exceeded-duration': formatGoDurationMs(exceededMs),
+    });
+  }
+
+  /** etcd's warnOfExpensiveGenericRequest: logged and counted in etcd_server_slow_apply_total. */
+  private warnSlowApply(tookMs: number, prefix: string, request: () => string, err: Error | null, response = ''): void {
+    this.metrics?.server.slowApply.inc();
+    const fields: LogFields = {
+      took: formatGoDurationMs(tookMs),
+      'expected-duration': formatGoDurationMs(this.warningApplyMs),
+      prefix,
+      request: request(),
+      response,
+      ...(err ? { error: err.message } : {}),
+    };
+    this.log.warn('apply request took too long', fields);
   }
 
   private readonly snapshotsInFlight = new Set<bigint>();
@@ -396,7 +455,12 @@ export class EtcdServer implements EtcdServerApi {
     const sum = createHash('sha256').update(db).digest();
     if (!sum.equals(data.subarray(data.length - SHA_BYTES))) throw new Error('snapshot database checksum mismatch');
     this.log.info('applying snapshot', { 'incoming-leader-snapshot-index': snap.metadata.index, 'current-applied-index': this.appliedIndex });
-    await this.backend.installSnapshot(Buffer.from(db));
+    this.metrics?.server.snapshotApplyInProgress.set(1);
+    try {
+      await this.backend.installSnapshot(Buffer.from(db));
+    } finally {
+      this.metrics?.server.snapshotApplyInProgress.set(0);
+    }
     this.mvcc.reload();
     this.lessor.recover(this.mvcc.keysWithLease());
     this.members.reload();
@@ -424,6 +488,7 @@ export class EtcdServer implements EtcdServerApi {
 
   private onSoftState(ss: SoftState): void {
     const wasLeader = this.isLeader;
+    this.heartbeatSentAtMs.clear();
     if (ss.lead !== this.leaderId) {
       if (ss.lead !== 0n) {
         this.log.info('raft.node: elected leader', {
@@ -466,7 +531,15 @@ export class EtcdServer implements EtcdServerApi {
     const inflight = this.readInFlight;
     if (!inflight) return;
     for (const r of rs) {
-      if (r.requestCtx.toString('hex') !== inflight.ctx) continue;
+      if (r.requestCtx.toString('hex') !== inflight.ctx) {
+        // The answer to a read that timed out or was asked again (etcd's read loop counts it too).
+        this.metrics?.server.slowReadIndexes.inc();
+        this.log.warn('ignored out-of-date read index response; local node read indexes queueing up and waiting to be in sync with leader', {
+          'sent-request-id': BigInt('0x' + inflight.ctx).toString(),
+          'received-request-id': r.requestCtx.length === 8 ? r.requestCtx.readBigUInt64BE().toString() : '0',
+        });
+        continue;
+      }
       clearTimeout(inflight.timer);
       this.readInFlight = null;
       const p = this.appliedWaiter.wait(r.index, this.appliedIndex);
@@ -498,7 +571,10 @@ export class EtcdServer implements EtcdServerApi {
         if (e.type === EntryType.Normal) {
           if (!replay && e.data.length > 0) {
             const req = decodeInternalRequest(e.data);
+            const startMs = performance.now();
             const r = this.applier.apply(req, e.index);
+            const tookMs = performance.now() - startMs;
+            if (tookMs > this.warningApplyMs) this.warnSlowApply(tookMs, '', () => describeInternalRequest(req), r.err);
             const id = req.header?.ID ?? '0';
             if (this.proposals.has(id)) results.push([id, r]);
           }
@@ -720,6 +796,12 @@ export class EtcdServer implements EtcdServerApi {
     const timer = setTimeout(() => {
       if (this.readInFlight?.ctx !== ctx) return;
       this.readInFlight = null;
+      if (this.leaderId === 0n) {
+        this.metrics?.server.readIndexesFailed.inc();
+      } else {
+        this.metrics?.server.slowReadIndexes.inc();
+        this.log.warn('timed out waiting for read index response (local node might have slow network)', { timeout: formatGoDurationMs(this.requestTimeoutMs) });
+      }
       const err = this.leaderId === 0n ? etcdError('NoLeader') : etcdError('Timeout');
       for (const w of waiters) w.reject(err);
       this.issueReadIndex();
@@ -728,6 +810,8 @@ export class EtcdServer implements EtcdServerApi {
     if (!this.node.readIndex(ctxBuf)) {
       clearTimeout(timer);
       this.readInFlight = null;
+      this.metrics?.server.readIndexesFailed.inc();
+      this.log.warn('failed to get read index from Raft', { error: 'the node loop refused the request (its inbox is full)' });
       for (const w of waiters) w.reject(etcdError('RequestTooManyRequests'));
       return;
     }
@@ -738,6 +822,10 @@ export class EtcdServer implements EtcdServerApi {
         clearInterval(retry);
         return;
       }
+      this.log.warn('waiting for ReadIndex response took too long, retrying', {
+        'sent-request-id': ctxBuf.readBigUInt64BE().toString(),
+        'retry-timeout': formatGoDurationMs(READ_INDEX_RETRY_MS),
+      });
       this.node.readIndex(ctxBuf);
     }, READ_INDEX_RETRY_MS);
     retry.unref();
@@ -788,10 +876,26 @@ export class EtcdServer implements EtcdServerApi {
   // ---------------------------------------------------------------- KV
 
   async range(req: pb.RangeRequest, ctx?: CallAuth, forWire = false): Promise<pb.RangeResponse> {
-    if (!req.serializable) await this.linearizableReadNotify();
-    this.auth.checkRange(ctx, req.key, req.rangeEnd);
-    this.metrics?.mvcc.rangeTotal.inc();
-    return this.withHeader(forWire ? applyRangeForWire(this.mvcc, req) : applyRange(this.mvcc, req));
+    const startMs = performance.now();
+    let resp: pb.RangeResponse | null = null;
+    let err: Error | null = null;
+    try {
+      if (!req.serializable) await this.linearizableReadNotify();
+      this.auth.checkRange(ctx, req.key, req.rangeEnd);
+      this.metrics?.mvcc.rangeTotal.inc();
+      resp = this.withHeader(forWire ? applyRangeForWire(this.mvcc, req) : applyRange(this.mvcc, req));
+      return resp;
+    } catch (e) {
+      err = e as Error;
+      throw e;
+    } finally {
+      // As etcd's Range: the whole call, the wait for a linearizable read included.
+      const tookMs = performance.now() - startMs;
+      if (tookMs > this.warningApplyMs) {
+        const count = resp ? `range_response_count:${resp.kvs.length}` : '';
+        this.warnSlowApply(tookMs, 'read-only range ', () => describeRange(req), err, count);
+      }
+    }
   }
 
   async put(req: pb.PutRequest, ctx?: CallAuth): Promise<pb.PutResponse> {
@@ -995,19 +1099,30 @@ export class EtcdServer implements EtcdServerApi {
   async memberPromote(req: pb.MemberPromoteRequest, ctx?: CallAuth): Promise<pb.MemberPromoteResponse> {
     this.auth.checkAdmin(ctx);
     const id = BigInt(req.ID);
-    const m = this.members.get(id);
-    if (!m) throw etcdError('MemberNotFound');
-    if (!m.isLearner) throw etcdError('MemberNotLearner');
-    if (!this.isLeader) {
-      await this.waitLeader();
-      if (!this.isLeader) return this.leaderClient.memberPromote(this.leaderUrl(), req, this.requestTimeoutMs);
+    let forwarded = false;
+    try {
+      const m = this.members.get(id);
+      if (!m) throw etcdError('MemberNotFound');
+      if (!m.isLearner) throw etcdError('MemberNotLearner');
+      if (!this.isLeader) {
+        await this.waitLeader();
+        if (!this.isLeader) {
+          forwarded = true;
+          return await this.leaderClient.memberPromote(this.leaderUrl(), req, this.requestTimeoutMs);
+        }
+      }
+      // etcd: the learner's log must be within 90% of the leader's.
+      const st = this.node.raw.status();
+      const pr = st.progress?.get(id);
+      if (!pr || pr.match < st.commit * 0.9) throw etcdError('LearnerNotReady');
+      await this.proposeConfChange(ConfChangeType.AddNode, id, {});
+      this.metrics?.server.learnerPromoteSuccesses.inc();
+      return { header: this.clusterHeader(), members: this.membersPb() } as pb.MemberPromoteResponse;
+    } catch (e) {
+      // As etcd: counted by the member that decided, with the error's text as the reason.
+      if (!forwarded) this.metrics?.server.learnerPromoteFailures.inc({ Reason: (e as Error).message });
+      throw e;
     }
-    // etcd: the learner's log must be within 90% of the leader's.
-    const st = this.node.raw.status();
-    const pr = st.progress?.get(id);
-    if (!pr || pr.match < st.commit * 0.9) throw etcdError('LearnerNotReady');
-    await this.proposeConfChange(ConfChangeType.AddNode, id, {});
-    return { header: this.clusterHeader(), members: this.membersPb() } as pb.MemberPromoteResponse;
   }
 
   // ---------------------------------------------------------------- maintenance
@@ -1044,7 +1159,14 @@ export class EtcdServer implements EtcdServerApi {
   async defragment(_req: pb.DefragmentRequest, ctx?: CallAuth): Promise<pb.DefragmentResponse> {
     this.auth.checkAdmin(ctx);
     this.log.info('starting defragment');
-    await this.backend.defragment();
+    const startMs = performance.now();
+    this.metrics?.disk.defragInflight.set(1);
+    try {
+      await this.backend.defragment();
+    } finally {
+      this.metrics?.disk.defragInflight.set(0);
+    }
+    this.metrics?.disk.backendDefragDurationSeconds.observe((performance.now() - startMs) / 1000);
     this.log.info('finished defragment');
     // etcd 3.6 answers Defragment with an empty message.
     return { header: null } as unknown as pb.DefragmentResponse;
@@ -1052,12 +1174,17 @@ export class EtcdServer implements EtcdServerApi {
 
   async hash(_req: pb.HashRequest, ctx?: CallAuth): Promise<pb.HashResponse> {
     this.auth.checkAdmin(ctx);
-    return { header: this.header(), hash: this.mvcc.hash() } as pb.HashResponse;
+    const startMs = performance.now();
+    const hash = this.mvcc.hash();
+    this.metrics?.mvcc.hashDurationSeconds.observe((performance.now() - startMs) / 1000);
+    return { header: this.header(), hash } as pb.HashResponse;
   }
 
   async hashKV(req: pb.HashKVRequest, ctx?: CallAuth): Promise<pb.HashKVResponse> {
     this.auth.checkAdmin(ctx);
+    const startMs = performance.now();
     const r = this.mvcc.hashKV(Number(req.revision));
+    this.metrics?.mvcc.hashRevDurationSeconds.observe((performance.now() - startMs) / 1000);
     return {
       header: this.header(),
       hash: r.hash,
@@ -1070,11 +1197,17 @@ export class EtcdServer implements EtcdServerApi {
     this.auth.checkAdmin(ctx);
     const header = this.header();
     this.log.info('sending database snapshot to client');
+    const startMs = performance.now();
     const snap = await this.backend.openSnapshot();
     let sent = 0;
-    for await (const blob of snap.chunks) {
-      sent += blob.length;
-      yield { header, remainingBytes: String(Math.max(0, snap.totalBytes - sent)), blob, version: this.cfg.clusterVersion } as unknown as pb.SnapshotResponse;
+    try {
+      for await (const blob of snap.chunks) {
+        sent += blob.length;
+        yield { header, remainingBytes: String(Math.max(0, snap.totalBytes - sent)), blob, version: this.cfg.clusterVersion } as unknown as pb.SnapshotResponse;
+      }
+    } finally {
+      // etcd observes the transfer when its snapshot reader closes, finished or not.
+      this.metrics?.disk.backendSnapshotDurationSeconds.observe((performance.now() - startMs) / 1000);
     }
     this.log.info('sent database snapshot to client', { size: sent });
   }

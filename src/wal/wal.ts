@@ -335,12 +335,17 @@ export class Wal {
    * waiting for the loop, e.g. one client writing. Under load, the pool lets the loop parse the next
    * batch while the disk works.
    */
+  /** How long the last save's write() of its records took, without the fdatasync (etcd_disk_wal_write_duration_seconds). */
+  lastWriteSeconds = 0;
+
   async save(hardState: HardState | null, entries: Entry[], snapshot: Snapshot | null, mustSync = true, inlineSync = false): Promise<number> {
     if (!hardState && entries.length === 0 && !snapshot) return 0;
     assert(this.identity, 'WAL save before create');
     const snapMeta = snapshot ? snapshot.metadata : null;
     const buf = encodeRecords(hardState, entries, snapMeta, null);
+    const writeStartMs = performance.now();
     this.append(buf);
+    this.lastWriteSeconds = (performance.now() - writeStartMs) / 1000;
     if (snapMeta) {
       this.snapshot = snapMeta;
       if (entries.length === 0) this.lastIndex = snapMeta.index;

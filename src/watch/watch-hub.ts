@@ -139,6 +139,8 @@ export class WatchHub {
   private readonly unsynced = new Set<Watcher>();
   private readonly progressWatchers = new Set<Watcher>();
   private readonly streams = new Set<HubStream>();
+  /** Events handed to the streams' sinks since start (etcd_debugging_mvcc_events_total). */
+  eventsSent = 0;
   /** Streams with a deferred progress request. */
   private readonly progressWaiting = new Set<HubStream>();
   private syncScheduled = false;
@@ -227,6 +229,11 @@ export class WatchHub {
     const s = new HubStream(this, sink);
     this.streams.add(s);
     return s;
+  }
+
+  /** Open watch streams (etcd_debugging_mvcc_watch_stream_total). */
+  streamCount(): number {
+    return this.streams.size;
   }
 
   watcherCount(): number {
@@ -578,6 +585,7 @@ class HubStream implements HubWatchStream {
   /** @internal Push one response; a false return from the sink pauses the stream. */
   emit(ev: WatchStreamEvent): void {
     if (this.closed) return;
+    this.hub.eventsSent += ev.events.length;
     let ok: boolean;
     try {
       ok = this.sink(ev);

@@ -1,9 +1,11 @@
 // A three-member cluster's peer traffic counters, as Prometheus scrapes them from each member:
 // etcd_network_peer_sent_bytes_total{To} and _received_bytes_total{From}, labelled with member
-// IDs in hex, growing with the writes between two scrapes; and the WAL fsync histogram, which
-// counts fdatasyncs as etcd's does.
+// IDs in hex, growing with the writes between two scrapes; the WAL fsync histogram, which
+// counts fdatasyncs as etcd's does; a leader's late heartbeats; refused learner promotions.
 import { afterAll, describe, expect, it } from 'vitest';
 import { Cluster, ClusterMember } from '../helpers/cluster';
+import { etcdctl } from '../helpers/etcdctl';
+import { sleepMs, waitFor } from '../helpers/wait';
 
 let cluster: Cluster | undefined;
 afterAll(async () => {
@@ -68,5 +70,44 @@ describe('3-member cluster: peer network metrics', () => {
     // needs none. (A follower may get two entries in one append when the other one acked first.)
     expect(synced).toBeGreaterThanOrEqual(puts);
     expect(synced).toBeLessThan(puts * 1.5);
+  }, 60_000);
+
+  it('count and log a heartbeat the leader sent late (its process stopped for four heartbeat intervals)', async () => {
+    const c = cluster!;
+    const leader = await c.waitLeader();
+    const failures = (text: string): number => {
+      const line = text.split('\n').find((l) => l.startsWith('etcd_server_heartbeat_send_failures_total '));
+      return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+    };
+    const before = failures(await scrape(leader));
+    // 400 ms: past twice the 100 ms heartbeat interval, short of the 1 s election timeout.
+    leader.pause();
+    try {
+      await sleepMs(400);
+    } finally {
+      leader.resume();
+    }
+    await waitFor('a late heartbeat counted', async () => failures(await scrape(leader)) > before);
+    const warning = leader
+      .logs()
+      .split('\n')
+      .filter((l) => l.includes('"leader failed to send out heartbeat on time; took too long, leader is overloaded likely from slow disk"'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .at(-1);
+    expect(warning, 'the warning etcd logs').toBeDefined();
+    expect(warning!['heartbeat-interval']).toBe('100ms');
+    expect(warning!['expected-duration']).toBe('200ms');
+  }, 60_000);
+
+  it("count a refused learner promotion with etcd's reason", async () => {
+    const c = cluster!;
+    const leader = await c.waitLeader();
+    const voter = c.members.find((m) => m !== leader)!;
+    const r = await etcdctl(['member', 'promote', hex(voter.id)], { endpoint: leader.clientHostPort, timeoutMs: 15_000 });
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('etcdserver: can only promote a learner member');
+    const text = await scrape(leader);
+    expect(text).toContain('etcd_server_learner_promote_failures{Reason="etcdserver: can only promote a learner member"} 1');
+    expect(text).toContain('etcd_server_is_learner 0');
   }, 60_000);
 });
