@@ -398,13 +398,13 @@ export class EtcdServer implements EtcdServerApi {
   }
 
   /** etcd's warnOfExpensiveGenericRequest: logged and counted in etcd_server_slow_apply_total. */
-  private warnSlowApply(tookMs: number, prefix: string, request: () => string, err: Error | null, response = ''): void {
+  private warnSlowApply(tookMs: number, prefix: string, request: string, err: Error | null, response = ''): void {
     this.metrics?.server.slowApply.inc();
     const fields: LogFields = {
       took: formatGoDurationMs(tookMs),
       'expected-duration': formatGoDurationMs(this.warningApplyMs),
       prefix,
-      request: request(),
+      request,
       response,
       ...(err ? { error: err.message } : {}),
     };
@@ -574,7 +574,7 @@ export class EtcdServer implements EtcdServerApi {
             const startMs = performance.now();
             const r = this.applier.apply(req, e.index);
             const tookMs = performance.now() - startMs;
-            if (tookMs > this.warningApplyMs) this.warnSlowApply(tookMs, '', () => describeInternalRequest(req), r.err);
+            if (tookMs > this.warningApplyMs) this.warnSlowApply(tookMs, '', describeInternalRequest(req), r.err);
             const id = req.header?.ID ?? '0';
             if (this.proposals.has(id)) results.push([id, r]);
           }
@@ -877,25 +877,24 @@ export class EtcdServer implements EtcdServerApi {
 
   async range(req: pb.RangeRequest, ctx?: CallAuth, forWire = false): Promise<pb.RangeResponse> {
     const startMs = performance.now();
-    let resp: pb.RangeResponse | null = null;
-    let err: Error | null = null;
     try {
       if (!req.serializable) await this.linearizableReadNotify();
       this.auth.checkRange(ctx, req.key, req.rangeEnd);
       this.metrics?.mvcc.rangeTotal.inc();
-      resp = this.withHeader(forWire ? applyRangeForWire(this.mvcc, req) : applyRange(this.mvcc, req));
+      const resp = this.withHeader(forWire ? applyRangeForWire(this.mvcc, req) : applyRange(this.mvcc, req));
+      this.checkSlowRange(req, startMs, resp, null);
       return resp;
     } catch (e) {
-      err = e as Error;
+      this.checkSlowRange(req, startMs, null, e as Error);
       throw e;
-    } finally {
-      // As etcd's Range: the whole call, the wait for a linearizable read included.
-      const tookMs = performance.now() - startMs;
-      if (tookMs > this.warningApplyMs) {
-        const count = resp ? `range_response_count:${resp.kvs.length}` : '';
-        this.warnSlowApply(tookMs, 'read-only range ', () => describeRange(req), err, count);
-      }
     }
+  }
+
+  /** As etcd's Range: the whole call is timed, the wait for a linearizable read included. */
+  private checkSlowRange(req: pb.RangeRequest, startMs: number, resp: pb.RangeResponse | null, err: Error | null): void {
+    const tookMs = performance.now() - startMs;
+    if (tookMs <= this.warningApplyMs) return;
+    this.warnSlowApply(tookMs, 'read-only range ', describeRange(req), err, resp ? `range_response_count:${resp.kvs.length}` : '');
   }
 
   async put(req: pb.PutRequest, ctx?: CallAuth): Promise<pb.PutResponse> {
