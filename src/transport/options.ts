@@ -23,6 +23,14 @@ export interface TransportLimits {
   /** HTTP/2 keepalive ping interval and timeout; a silent dead peer is noticed after about both. */
   keepaliveTimeMs: number;
   keepaliveTimeoutMs: number;
+  /** How often each peer is probed for its round-trip time (etcd's proberInterval, ConnReadTimeout - 1s). */
+  proberIntervalMs: number;
+  /** A probe not answered within this counts as failed (etcd's ConnReadTimeout). */
+  proberTimeoutMs: number;
+  /** Status check period while the peer is healthy (etcd's statusMonitoringInterval). */
+  proberStatusMonitorIntervalMs: number;
+  /** First status check, and the period while unhealthy (etcd's statusErrorInterval). */
+  proberStatusErrorIntervalMs: number;
 }
 
 const MiB = 1024 * 1024;
@@ -45,6 +53,10 @@ export const DEFAULT_LIMITS: TransportLimits = {
   reconnectMaxMs: 2000,
   keepaliveTimeMs: 5000,
   keepaliveTimeoutMs: 5000,
+  proberIntervalMs: 4000,
+  proberTimeoutMs: 5000,
+  proberStatusMonitorIntervalMs: 30_000,
+  proberStatusErrorIntervalMs: 5000,
 };
 
 export function channelOptions(l: TransportLimits): grpc.ChannelOptions {

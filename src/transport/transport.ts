@@ -9,6 +9,7 @@ import { NO_METRICS, type TransportMetrics } from './metrics';
 import { DEFAULT_LIMITS, GRPC_MAX_RECEIVE_BYTES, type TransportLimits } from './options';
 import { PEER_SERVICE, STREAM_PATH } from './peer_proto';
 import { PeerSender } from './peer_sender';
+import { PeerProber } from './prober';
 import { installRawStreamHandler } from './raw_stream';
 import { Receiver } from './receiver';
 import { defaultCredentials } from './urls';
@@ -41,6 +42,8 @@ export interface PeerTransportOptions {
 
 export class PeerTransport {
   private readonly peers = new Map<bigint, PeerSender>();
+  /** Round-trip probing per peer (etcd's probers); same keys as `peers`. */
+  private readonly probers = new Map<bigint, PeerProber>();
   private readonly receiver: Receiver;
   private readonly limits: TransportLimits;
   private readonly log: Logger;
@@ -51,6 +54,8 @@ export class PeerTransport {
     if (opts.maxQueuedMsgsPerPeer !== undefined) this.limits.maxQueuedMsgsPerPeer = opts.maxQueuedMsgsPerPeer;
     assert(this.limits.maxQueuedMsgsPerPeer > 0 && this.limits.maxQueuedBytesPerPeer > 0);
     assert(this.limits.chunkBytes > 0 && this.limits.maxBatchBytes > 0 && this.limits.maxBatchMsgs > 0);
+    const l = this.limits;
+    assert(l.proberIntervalMs > 0 && l.proberTimeoutMs > 0 && l.proberStatusMonitorIntervalMs > 0 && l.proberStatusErrorIntervalMs > 0);
     assert(opts.memberId !== 0n, 'member ID must be set');
     this.log = opts.log;
     this.receiver = new Receiver({
@@ -101,6 +106,8 @@ export class PeerTransport {
     });
     this.peers.set(id, sender);
     sender.start();
+    this.startProber(id, urls);
+    this.metrics.knownPeer?.(id, true);
     this.log.info('added remote peer', {
       'local-member-id': hexId(this.opts.memberId),
       'remote-peer-id': hexId(id),
@@ -112,6 +119,9 @@ export class PeerTransport {
     const p = this.peers.get(id);
     if (p === undefined) return;
     p.updateUrls(urls);
+    // etcd removes the peer from its probers and adds it again with the new URLs.
+    this.probers.get(id)?.stop();
+    this.startProber(id, urls);
     this.log.info('updated remote peer', {
       'local-member-id': hexId(this.opts.memberId),
       'remote-peer-id': hexId(id),
@@ -124,8 +134,28 @@ export class PeerTransport {
     if (p === undefined) return;
     this.peers.delete(id);
     p.stop();
+    this.probers.get(id)?.stop();
+    this.probers.delete(id);
+    this.metrics.knownPeer?.(id, false);
     this.receiver.closeFrom(id);
     this.log.info('removed remote peer', { 'local-member-id': hexId(this.opts.memberId), 'removed-remote-peer-id': hexId(id) });
+  }
+
+  private get metrics(): TransportMetrics {
+    return this.opts.metrics ?? NO_METRICS;
+  }
+
+  private startProber(id: bigint, urls: string[]): void {
+    const prober = new PeerProber({
+      peerId: id,
+      urls,
+      log: this.log,
+      limits: this.limits,
+      credentials: this.opts.credentials ?? defaultCredentials,
+      metrics: this.metrics,
+    });
+    this.probers.set(id, prober);
+    prober.start();
   }
 
   hasPeer(id: bigint): boolean {
@@ -173,6 +203,8 @@ export class PeerTransport {
     this.stopped = true;
     for (const p of this.peers.values()) p.stop();
     this.peers.clear();
+    for (const p of this.probers.values()) p.stop();
+    this.probers.clear();
     this.receiver.stop();
     // Lets cancelled calls settle before the caller shuts its server down.
     await new Promise<void>((resolve) => setImmediate(resolve));
