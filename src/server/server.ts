@@ -1359,6 +1359,9 @@ function peerMetrics(m: EtcdMetrics, local: bigint): TransportMetrics {
     sent.clear();
     received.clear();
   });
+  // etcd_network_known_peers is etcd 3.6's membership gauge: 1 for every member, this one
+  // included, and 0 for a removed one (etcd keeps removed IDs). The transport reports the others.
+  m.network.knownPeers.set({ Local: l, Remote: l }, 1);
   return {
     sentBytes: (to, bytes) => sent.set(to, (sent.get(to) ?? 0) + bytes),
     sentFailure: (to) => m.network.peerSentFailures.inc({ To: idToHex(to) }),
@@ -1372,5 +1375,8 @@ function peerMetrics(m: EtcdMetrics, local: bigint): TransportMetrics {
         m.network.disconnectedPeers.inc(labels);
       }
     },
+    // The prober's smoothed RTT, a few times a minute per peer (never per Raft message).
+    observeRoundTrip: (to, seconds) => m.network.peerRoundTripTimeSeconds.observe({ To: idToHex(to) }, seconds),
+    knownPeer: (remote, known) => m.network.knownPeers.set({ Local: l, Remote: idToHex(remote) }, known ? 1 : 0),
   };
 }

@@ -1,9 +1,12 @@
 // A three-member cluster's peer traffic counters, as Prometheus scrapes them from each member:
 // etcd_network_peer_sent_bytes_total{To} and _received_bytes_total{From}, labelled with member
 // IDs in hex, growing with the writes between two scrapes; the WAL fsync histogram, which
-// counts fdatasyncs as etcd's does; a leader's late heartbeats; refused learner promotions.
+// counts fdatasyncs as etcd's does; a leader's late heartbeats; refused learner promotions;
+// and the prober's etcd_network_peer_round_trip_time_seconds{To} with
+// etcd_network_known_peers{Local,Remote}.
 import { afterAll, describe, expect, it } from 'vitest';
 import { Cluster, ClusterMember } from '../helpers/cluster';
+import { etcdBin, REPO_ROOT } from '../helpers/etcd-process';
 import { etcdctl } from '../helpers/etcdctl';
 import { sleepMs, waitFor } from '../helpers/wait';
 
@@ -110,4 +113,37 @@ describe('3-member cluster: peer network metrics', () => {
     expect(text).toContain('etcd_server_learner_promote_failures{Reason="etcdserver: can only promote a learner member"} 1');
     expect(text).toContain('etcd_server_is_learner 0');
   }, 60_000);
+
+  it('observe each peer\'s round-trip time and list every member as known', async () => {
+    const c = cluster!;
+    await c.waitLeader();
+    for (const m of c.members) {
+      const others = c.members.filter((o) => o !== m);
+      // The first status check comes 5 s after a peer is added (etcd's statusErrorInterval).
+      const text = await waitFor(
+        `${m.name} to observe the round-trip time to both peers`,
+        async () => {
+          const t = await scrape(m);
+          return others.every((o) => series(t, 'etcd_network_peer_round_trip_time_seconds_count', 'To', hex(o.id)) > 0) ? t : undefined;
+        },
+        { timeoutMs: 20_000, intervalMs: 250 },
+      );
+      for (const o of others) {
+        const mean =
+          series(text, 'etcd_network_peer_round_trip_time_seconds_sum', 'To', hex(o.id)) /
+          series(text, 'etcd_network_peer_round_trip_time_seconds_count', 'To', hex(o.id));
+        expect(mean).toBeGreaterThan(0);
+        expect(mean).toBeLessThan(0.5);
+      }
+      // etcd_network_known_peers came with etcd 3.6 (its membership store); a run against the
+      // etcd 3.4 (ETCD_BIN=/usr/bin/etcd) checks the round-trip times alone.
+      if (!etcdBin().startsWith(REPO_ROOT)) continue;
+      const known = text
+        .split('\n')
+        .filter((l) => l.startsWith('etcd_network_known_peers{'))
+        .map((l) => /Local="([0-9a-f]+)",Remote="([0-9a-f]+)"} (\S+)$/.exec(l)?.slice(1))
+        .sort();
+      expect(known).toEqual(c.members.map((o) => [hex(m.id), hex(o.id), '1']).sort());
+    }
+  }, 90_000);
 });
