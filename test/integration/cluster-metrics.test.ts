@@ -91,13 +91,15 @@ describe('3-member cluster: peer network metrics', () => {
       leader.resume();
     }
     await waitFor('a late heartbeat counted', async () => failures(await scrape(leader)) > before);
-    const warning = leader
-      .logs()
-      .split('\n')
-      .filter((l) => l.includes('"leader failed to send out heartbeat on time; took too long, leader is overloaded likely from slow disk"'))
-      .map((l) => JSON.parse(l) as Record<string, unknown>)
-      .at(-1);
-    expect(warning, 'the warning etcd logs').toBeDefined();
+    // The log line travels through the child's stderr pipe, which may be read after the scrape's answer.
+    const warning = await waitFor('the warning etcd logs', () =>
+      leader
+        .logs()
+        .split('\n')
+        .filter((l) => l.includes('"leader failed to send out heartbeat on time; took too long, leader is overloaded likely from slow disk"'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .at(-1),
+    );
     expect(warning!['heartbeat-interval']).toBe('100ms');
     expect(warning!['expected-duration']).toBe('200ms');
   }, 60_000);

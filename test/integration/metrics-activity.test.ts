@@ -63,11 +63,18 @@ describe('metrics that follow activity (one member, etcdctl)', () => {
     await ctl('get', 'slow/key');
     const after = value(await scrape(), 'etcd_server_slow_apply_total') ?? 0;
     expect(after - before).toBeGreaterThanOrEqual(2);
-    const lines = m
-      .logs()
-      .split('\n')
-      .filter((l) => l.includes('"apply request took too long"'))
-      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const warnings = (): Array<Record<string, unknown>> =>
+      m
+        .logs()
+        .split('\n')
+        .filter((l) => l.includes('"apply request took too long"'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const isRead = (l: Record<string, unknown>): boolean => l.prefix === 'read-only range ' && String(l.request).startsWith('key:"slow/key"');
+    // Log lines come through the child's stderr pipe, which may be read after the scrape's answer.
+    const lines = await waitFor('both warnings in the log', () => {
+      const ls = warnings();
+      return ls.some(isRead) && ls.some((l) => String(l.request).includes('put:<key:"slow/key"')) ? ls : undefined;
+    });
     const put = lines.find((l) => String(l.request).includes('put:<key:"slow/key" value_size:10 '));
     expect(put, 'a warning for the put').toBeDefined();
     expect(put!.level).toBe('warn');
@@ -75,7 +82,7 @@ describe('metrics that follow activity (one member, etcdctl)', () => {
     expect(put!.prefix).toBe('');
     // The value itself is never logged.
     expect(JSON.stringify(lines)).not.toContain('some-value');
-    const range = lines.find((l) => l.prefix === 'read-only range ' && String(l.request).startsWith('key:"slow/key"'));
+    const range = lines.find(isRead);
     expect(range, 'a warning for the read').toBeDefined();
     expect(range!.response).toBe('range_response_count:1');
   }, 60_000);
