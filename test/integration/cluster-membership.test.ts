@@ -52,6 +52,13 @@ interface ListedMember {
   isLearner: boolean;
 }
 
+/** An unlabelled series of a member's /metrics, or undefined when absent. */
+async function metricValue(m: ClusterMember, name: string): Promise<number | undefined> {
+  const r = await fetch(`${m.clientUrl}/metrics`, { signal: AbortSignal.timeout(5_000) });
+  const line = (await r.text()).split('\n').find((l) => l.startsWith(name + ' '));
+  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
 /** `etcdctl member list` (simple format: id, status, name, peer URLs, client URLs, is learner). */
 async function memberList(endpoint: ClusterMember): Promise<ListedMember[]> {
   const out = ok(await etcdctl(['member', 'list'], { endpoint: endpoint.clientHostPort }), `member list on ${endpoint.name}`);
@@ -114,6 +121,7 @@ describe('3-member cluster: membership changes with etcdctl under load', () => {
     // A learner does not serve linearizable reads; wait for its status instead.
     await waitFor('the learner to report a leader', async () => (await m4.status()).leader !== '0', { timeoutMs: 20_000, intervalMs: 200 });
     expect((await m4.status()).isLearner).toBe(true);
+    expect(await metricValue(m4, 'etcd_server_is_learner')).toBe(1);
     const listedLearner = (await memberList(leader0)).find((x) => x.id === learnerId);
     expect(listedLearner?.isLearner).toBe(true);
     let promoteTries = 0;
@@ -141,6 +149,11 @@ describe('3-member cluster: membership changes with etcdctl under load', () => {
       return !(await m4.status()).isLearner;
     }, { timeoutMs: 15_000, intervalMs: 300 });
     timeline.push(`learner ${m4.name} promoted after ${promoteTries} tries`);
+    expect(await metricValue(m4, 'etcd_server_is_learner')).toBe(0);
+    // Counted once, by the leader that decided (refusals while it lagged count as failures).
+    let promotions = 0;
+    for (const m of c.up()) promotions += (await metricValue(m, 'etcd_server_learner_promote_successes')) ?? 0;
+    expect(promotions).toBe(1);
 
     // ---- member update: a follower's peer URL moves to a second proxy in front of it
     const leader1 = await c.waitLeader();
