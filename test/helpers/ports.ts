@@ -18,3 +18,8 @@ export function freePort(): Promise<number> {
     });
   });
 }
+
+/** An http:// URL on 127.0.0.1 whose port nothing listens on (a dead peer). */
+export async function deadPeerUrl(): Promise<string> {
+  return `http://127.0.0.1:${await freePort()}`;
+}

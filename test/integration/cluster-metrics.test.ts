@@ -29,6 +29,12 @@ function series(text: string, name: string, label: string, value: string): numbe
 
 const hex = (decimalId: string): string => BigInt(decimalId).toString(16);
 
+/** The value of an unlabelled series (`name value`), or 0 when it is absent. */
+function unlabelled(text: string, name: string): number {
+  const line = text.split('\n').find((l) => l.startsWith(name + ' '));
+  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
 describe('3-member cluster: peer network metrics', () => {
   it('count bytes sent to and received from each peer, and keep counting across scrapes', async () => {
     cluster = await Cluster.start({ size: 3 });
@@ -60,10 +66,7 @@ describe('3-member cluster: peer network metrics', () => {
   it('observe the WAL fsync histogram once per fdatasync, not per save', async () => {
     const c = cluster!;
     const leader = await c.waitLeader();
-    const count = (text: string): number => {
-      const line = text.split('\n').find((l) => l.startsWith('etcd_disk_wal_fsync_duration_seconds_count'));
-      return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
-    };
+    const count = (text: string): number => unlabelled(text, 'etcd_disk_wal_fsync_duration_seconds_count');
     const before = count(await scrape(leader));
     const puts = 50;
     for (let i = 0; i < puts; i++) await leader.client().unary('KV', 'Put', { key: Buffer.from(`f/${i}`), value: Buffer.from('v') }, 5_000);
@@ -78,10 +81,7 @@ describe('3-member cluster: peer network metrics', () => {
   it('count and log a heartbeat the leader sent late (its process stopped for four heartbeat intervals)', async () => {
     const c = cluster!;
     const leader = await c.waitLeader();
-    const failures = (text: string): number => {
-      const line = text.split('\n').find((l) => l.startsWith('etcd_server_heartbeat_send_failures_total '));
-      return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
-    };
+    const failures = (text: string): number => unlabelled(text, 'etcd_server_heartbeat_send_failures_total');
     const before = failures(await scrape(leader));
     // 400 ms: past twice the 100 ms heartbeat interval, short of the 1 s election timeout.
     leader.pause();

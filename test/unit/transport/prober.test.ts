@@ -3,7 +3,6 @@
 // on plain and TLS URLs, its smoothed RTT observed at each status check, an unreachable peer
 // warned about and never observed, and a removed peer no longer probed.
 import fs from 'node:fs';
-import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { PeerTransport, type TransportMetrics } from '../../../src/transport';
@@ -14,6 +13,7 @@ import { generateKubeadmPki, type KubeadmPki } from '../../helpers/certs';
 import { testTempDir } from '../../helpers/temp_dir';
 import { waitFor } from '../../helpers/wait';
 import { captureLog, listen, startNode, stopNode, type Node } from './helpers';
+import { deadPeerUrl } from '../../helpers/ports';
 
 /** Shrunk so that a test sees many probes and status checks within a second. */
 const FAST: Partial<TransportLimits> = {
@@ -61,15 +61,6 @@ async function node(id: bigint, opts: Parameters<typeof startNode>[1] = {}): Pro
   const n = await startNode(id, { ...opts, limits: { ...FAST, ...opts.limits } });
   started.push(n);
   return n;
-}
-
-/** A port nothing listens on (a dead peer). */
-async function deadPeerUrl(): Promise<string> {
-  const srv = net.createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return `http://127.0.0.1:${port}`;
 }
 
 const UNHEALTHY = 'prober detected unhealthy status';

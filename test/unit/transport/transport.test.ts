@@ -8,6 +8,7 @@ import { fetchMemberInfo, PeerTransport, servePeerUrls } from '../../../src/tran
 import { captureLog } from './helpers';
 import { waitFor } from '../../helpers/wait';
 import { connectAll, startNode, stopNode, type Node } from './helpers';
+import { deadPeerUrl } from '../../helpers/ports';
 
 const started: Node[] = [];
 const closers: Array<() => void> = [];
@@ -41,15 +42,6 @@ async function silentPeerUrl(): Promise<string> {
     srv.close();
   });
   return `http://127.0.0.1:${(srv.address() as net.AddressInfo).port}`;
-}
-
-/** A port nothing listens on (a dead peer). */
-async function deadPeerUrl(): Promise<string> {
-  const srv = net.createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const port = (srv.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return `http://127.0.0.1:${port}`;
 }
 
 describe('PeerTransport', () => {
