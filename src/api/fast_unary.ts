@@ -109,6 +109,10 @@ class FastUnaryCall implements StreamSink {
   mayCarry(key: string): boolean {
     return this.headers[key] !== undefined;
   }
+  firstHeader(key: string): string | undefined {
+    const v = this.headers[key];
+    return Array.isArray(v) ? v[0] : v;
+  }
   getPeer(): string {
     return peerOf(this.stream);
   }

@@ -78,7 +78,12 @@ export function createGrpcServer(server: EtcdServerApi, log: ApiLogger, opts: Gr
   const grpcServer = new grpc.Server(serverOpts);
   let serving = true;
   const services: string[] = [];
-  const member = new MemberState(server, log, opts.memberState);
+  const metrics = opts.metrics;
+  const member = new MemberState(server, log, {
+    ...opts.memberState,
+    onClientRequests: metrics ? (type, version, n) => metrics.server.clientRequests.inc({ type, client_api_version: version }, n) : undefined,
+  });
+  metrics?.beforeScrape(() => member.flushClientCounts());
   const add = (name: string, impl: grpc.UntypedServiceImplementation, sized = false): void => {
     // The hot KV and watch messages skip protobufjs's object conversion (src/pb/service_codecs.ts).
     const def = withFastCodecs(name, serviceDefinition(name));

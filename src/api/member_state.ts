@@ -6,19 +6,36 @@ import { etcdError } from '../errors';
 import type { EtcdServerApi } from '../server/types';
 import { toGrpcError } from './errors';
 import type { ApiLogger } from './types';
-import { metadataValues, type MetadataCarrier } from './call_metadata';
+import { firstMetadataValue, metadataValues, type MetadataCarrier } from './call_metadata';
 
 /** etcd's maxNoLeaderCnt: election timeouts without a leader before streams are cut. */
 export const MAX_NO_LEADER_COUNT = 3;
 const SNAPSHOT_METHOD = 'Snapshot';
 /** Metadata the Go client sets with clientv3.WithRequireLeader. */
 const REQUIRE_LEADER_KEY = 'hasleader';
+/** Metadata the Go client sends on every call: its API version ("3.4", "3.5"). */
+const CLIENT_API_VERSION_KEY = 'client-api-version';
+/** Distinct client versions counted; a client could send any text, and each one is a series. */
+const MAX_CLIENT_VERSIONS = 64;
 
 export interface MemberStateOptions {
   /** How stale the cached Status may get before a refresh starts. */
   refreshMs?: number;
   /** The leader monitor's period: etcd uses one election timeout. */
   electionTimeoutMs?: number;
+  /**
+   * Calls that passed the learner check, by kind and the client's API version ("unknown" when it
+   * sent none): etcd_server_client_requests_total. Called per pair with the count since the last flush.
+   */
+  onClientRequests?: (type: ClientCallType, version: string, count: number) => void;
+}
+
+export type ClientCallType = 'unary' | 'stream';
+
+interface ClientCount {
+  readonly type: ClientCallType;
+  readonly version: string;
+  count: number;
 }
 
 interface Snapshot {
@@ -43,11 +60,19 @@ export class MemberState {
   private readonly leaderStreams = new Set<StreamCall>();
   private noLeaderCount = 0;
   private timer: NodeJS.Timeout | undefined;
+  /**
+   * Per version, for unary calls and streams: calls since the last flush, summed here so a call
+   * costs a header read and a comparison. At most MAX_CLIENT_VERSIONS versions each, then "other".
+   */
+  private readonly unaryCounts = new Map<string, ClientCount>();
+  private readonly streamCounts = new Map<string, ClientCount>();
+  private lastUnary: ClientCount | null = null;
+  private lastStream: ClientCount | null = null;
 
   constructor(
     private readonly server: EtcdServerApi,
     private readonly log: ApiLogger,
-    opts: MemberStateOptions = {},
+    private readonly opts: MemberStateOptions = {},
   ) {
     this.refreshMs = opts.refreshMs ?? 500;
     this.electionTimeoutMs = opts.electionTimeoutMs ?? 1000;
@@ -72,10 +97,48 @@ export class MemberState {
     return Promise.resolve();
   }
 
+  /** Hands the client request counts gathered since the last flush to onClientRequests (at scrape time). */
+  flushClientCounts(): void {
+    const report = this.opts.onClientRequests;
+    if (report === undefined) return;
+    for (const counts of [this.unaryCounts, this.streamCounts]) {
+      for (const c of counts.values()) {
+        if (c.count === 0) continue;
+        report(c.type, c.version, c.count);
+        c.count = 0;
+      }
+    }
+  }
+
+  private countClient(type: ClientCallType, call: MetadataCarrier): void {
+    if (this.opts.onClientRequests === undefined) return;
+    const version = firstMetadataValue(call, CLIENT_API_VERSION_KEY) ?? 'unknown';
+    // A connection's calls all carry its client's version: the last one seen is the usual hit.
+    const last = type === 'unary' ? this.lastUnary : this.lastStream;
+    const c = last !== null && last.version === version ? last : this.clientCount(type, version);
+    c.count++;
+    if (type === 'unary') this.lastUnary = c;
+    else this.lastStream = c;
+  }
+
+  private clientCount(type: ClientCallType, version: string): ClientCount {
+    const byVersion = type === 'unary' ? this.unaryCounts : this.streamCounts;
+    let c = byVersion.get(version);
+    if (c !== undefined) return c;
+    const v = byVersion.size >= MAX_CLIENT_VERSIONS ? 'other' : version;
+    c = byVersion.get(v);
+    if (c === undefined) {
+      c = { type, version: v, count: 0 };
+      byVersion.set(v, c);
+    }
+    return c;
+  }
+
   /** etcd's unary interceptor checks; returns the error to answer with, if any. */
   checkUnary(req: unknown, method: string, call: MetadataCarrier): Error | undefined {
     const s = this.current();
     if (s.isLearner && !supportedForLearner(method, req)) return etcdError('NotSupportedForLearner');
+    this.countClient('unary', call);
     if (requiresLeader(call) && !s.hasLeader) return etcdError('NoLeader');
     return undefined;
   }
@@ -84,6 +147,7 @@ export class MemberState {
   checkStream(call: StreamCall, method: string): Error | undefined {
     const s = this.current();
     if (s.isLearner && method !== SNAPSHOT_METHOD) return etcdError('NotSupportedForLearner');
+    this.countClient('stream', call);
     if (requiresLeader(call)) {
       if (!s.hasLeader) return etcdError('NoLeader');
       this.leaderStreams.add(call);

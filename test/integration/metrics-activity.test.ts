@@ -146,4 +146,30 @@ describe('metrics that follow activity (one member, etcdctl)', () => {
     }
     await waitFor('the stream closed on the server', async () => value(await scrape(), 'etcd_debugging_mvcc_watch_stream_total') === streamsBefore);
   }, 60_000);
+
+  it("count calls by kind and the client's API version", async () => {
+    const labelled = (text: string, type: string, version: string): number => {
+      const line = text
+        .split('\n')
+        .find((l) => l.startsWith('etcd_server_client_requests_total{') && l.includes(`type="${type}"`) && l.includes(`client_api_version="${version}"`));
+      return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+    };
+    const before = await scrape();
+    // etcdctl 3.4 sends client-api-version 3.4 on every call; the grpc-js client of the tests sends none.
+    await ctl('put', 'ver/k', 'v');
+    await ctl('get', 'ver/k');
+    const c = new EtcdGrpc(m.clientHostPort);
+    const stream = c.bidi('Watch', 'Watch');
+    const reader = new StreamReader(stream);
+    try {
+      stream.write({ create_request: { key: Buffer.from('ver/k') } });
+      expect((await reader.next()).created).toBe(true);
+      const after = await scrape();
+      expect(labelled(after, 'unary', '3.4') - labelled(before, 'unary', '3.4')).toBeGreaterThanOrEqual(2);
+      expect(labelled(after, 'stream', 'unknown') - labelled(before, 'stream', 'unknown')).toBe(1);
+    } finally {
+      stream.cancel();
+      c.close();
+    }
+  }, 60_000);
 });

@@ -2,6 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import { call, startHarness, type Harness } from './harness';
 import { MEMBER_ID } from './fake_server';
+import { MemberState, type StreamCall } from '../../../src/api/member_state';
+import type { MetadataCarrier } from '../../../src/api/call_metadata';
+import type { ApiLogger } from '../../../src/api/types';
+import type { EtcdServerApi } from '../../../src/server/types';
 
 let h: Harness;
 beforeAll(async () => {
@@ -78,5 +82,49 @@ describe("etcd's interceptor checks", () => {
     } finally {
       h.fake.leader = MEMBER_ID;
     }
+  });
+});
+
+describe('etcd_server_client_requests_total', () => {
+  const fakeServer = (isLearner: boolean): EtcdServerApi => ({ memberState: () => ({ hasLeader: true, isLearner }) }) as unknown as EtcdServerApi;
+  const quietLog = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} } as unknown as ApiLogger;
+  const direct = (version: string | undefined): MetadataCarrier => ({ metadata: new grpc.Metadata(), firstHeader: () => version });
+  const streamCall = (version: string | undefined): StreamCall => {
+    const md = new grpc.Metadata();
+    if (version !== undefined) md.set('client-api-version', version);
+    return { metadata: md, on: () => undefined, emit: () => true };
+  };
+
+  it('counts calls past the learner check by kind and client API version, "unknown" without one', () => {
+    const seen: string[] = [];
+    const ms = new MemberState(fakeServer(false), quietLog, { onClientRequests: (t, v, n) => seen.push(`${t} ${v} ${n}`) });
+    ms.checkUnary({}, 'Put', direct('3.4'));
+    ms.checkUnary({}, 'Put', direct('3.4'));
+    ms.checkUnary({}, 'Range', direct(undefined));
+    expect(ms.checkStream(streamCall('3.5'), 'Watch')).toBeUndefined();
+    ms.flushClientCounts();
+    expect(seen.sort()).toEqual(['stream 3.5 1', 'unary 3.4 2', 'unary unknown 1']);
+    // Counts restart after a flush; pairs with nothing new are not reported again.
+    seen.length = 0;
+    ms.checkUnary({}, 'Put', direct('3.4'));
+    ms.flushClientCounts();
+    expect(seen).toEqual(['unary 3.4 1']);
+    ms.close();
+  });
+
+  it('does not count what a learner refuses, and folds versions past 64 into "other"', () => {
+    const seen: string[] = [];
+    const learner = new MemberState(fakeServer(true), quietLog, { onClientRequests: (t, v, n) => seen.push(`${t} ${v} ${n}`) });
+    expect(learner.checkUnary({}, 'Put', direct('3.4'))).toBeDefined();
+    learner.flushClientCounts();
+    expect(seen).toEqual([]);
+    learner.close();
+
+    const ms = new MemberState(fakeServer(false), quietLog, { onClientRequests: (t, v, n) => seen.push(`${t} ${v} ${n}`) });
+    for (let i = 0; i < 70; i++) ms.checkUnary({}, 'Put', direct(`9.${i}`));
+    ms.flushClientCounts();
+    expect(seen.length).toBe(65);
+    expect(seen).toContain('unary other 6');
+    ms.close();
   });
 });
