@@ -291,6 +291,15 @@ export class Backend {
     }
   }
 
+  /**
+   * Read transactions held open beyond a request (etcd_mvcc_db_open_read_transactions): the
+   * copies a snapshot or a defragmentation makes under one read transaction on lmdb-js's thread.
+   * A request's reads finish within its turn of the event loop, so none is ever open at a scrape.
+   */
+  openReadTransactions(): number {
+    return this.envUsers;
+  }
+
   /** Completed releaseMappedPages() calls (for tests and diagnostics). */
   remapCount(): number {
     return this.remaps;

@@ -359,6 +359,7 @@ export class EtcdServer implements EtcdServerApi {
       m.mvcc.totalPutSizeInBytes.set(ops.putBytes);
       m.mvcc.dbCompactionLast.set(ops.lastCompactionEpochSec);
       m.mvcc.watchStreamTotal.set(this.watchHub.streamCount());
+      m.mvcc.dbOpenReadTransactions.set(this.backend.openReadTransactions());
     });
   }
 

@@ -137,7 +137,12 @@ describe('Backend', () => {
     const be2 = Backend.open(copyPath);
     expect(be2.subDb('big').getBinary(Buffer.from('key-1999'))?.length).toBe(100);
     await be2.close();
-    const snap = await be.openSnapshot();
+    // The copy holds a read transaction until it is made (etcd_mvcc_db_open_read_transactions).
+    expect(be.openReadTransactions()).toBe(0);
+    const opening = be.openSnapshot();
+    expect(be.openReadTransactions()).toBe(1);
+    const snap = await opening;
+    expect(be.openReadTransactions()).toBe(0);
     let n = 0;
     let last: Buffer = Buffer.alloc(0);
     for await (const c of snap.chunks) {
