@@ -38,6 +38,12 @@ export interface FastStreamOptions {
   /** grpc.max_send_message_length of the server. */
   maxSendBytes: number;
   track?: TrackCall;
+  /**
+   * A request message the call could not read (too large, not decodable, cut short): what
+   * grpc-go's Recv returns as an error to etcd's stream handlers, which count it in
+   * etcd_network_server_stream_failures_total{Type="receive"}. A client's cancel is not one.
+   */
+  onReceiveFailure?: (path: string, details: string) => void;
 }
 
 /**
@@ -326,6 +332,12 @@ export class FastDuplexCall extends EventEmitter {
    * A transport-level failure (oversized or undecodable request, unserializable response).
    * grpc-js sends these below its interceptors, so its metrics and the handler see a cancel.
    */
+  private failReceive(status: GrpcStatus): void {
+    if (this.done) return;
+    this.opts.onReceiveFailure?.(this.handler.path, status.details);
+    this.abort(status);
+  }
+
   private abort(status: GrpcStatus): void {
     if (this.done) return;
     this.done = true;
@@ -379,7 +391,7 @@ export class FastDuplexCall extends EventEmitter {
       this.reader.push(chunk, (flag, body) => this.onMessage(flag, body));
     } catch (e) {
       if (!(e instanceof TooLarge)) throw e;
-      this.abort({ code: grpc.status.RESOURCE_EXHAUSTED, details: e.message, metadata: null });
+      this.failReceive({ code: grpc.status.RESOURCE_EXHAUSTED, details: e.message, metadata: null });
     }
   }
 
@@ -393,7 +405,7 @@ export class FastDuplexCall extends EventEmitter {
       if (this.inbox.length >= MAX_INBOX_MESSAGES) {
         // Cannot happen with HTTP/2 framing as we configure it; if it did, this is client input:
         // end the call rather than the process.
-        this.abort({ code: grpc.status.RESOURCE_EXHAUSTED, details: 'too many pending request messages', metadata: null });
+        this.failReceive({ code: grpc.status.RESOURCE_EXHAUSTED, details: 'too many pending request messages', metadata: null });
         return;
       }
       this.inbox.push(body);
@@ -407,7 +419,7 @@ export class FastDuplexCall extends EventEmitter {
     try {
       req = this.handler.deserialize(body);
     } catch {
-      this.abort({ code: grpc.status.INTERNAL, details: 'Error deserializing request', metadata: null });
+      this.failReceive({ code: grpc.status.INTERNAL, details: 'Error deserializing request', metadata: null });
       return;
     }
     this.tracker?.received();
@@ -426,7 +438,7 @@ export class FastDuplexCall extends EventEmitter {
     this.endEmitted = true;
     if (!this.reader.idle && !this.done) {
       // The client half-closed inside a message.
-      this.abort({ code: grpc.status.INTERNAL, details: 'Received incomplete message', metadata: null });
+      this.failReceive({ code: grpc.status.INTERNAL, details: 'Received incomplete message', metadata: null });
       return;
     }
     this.emit('end');

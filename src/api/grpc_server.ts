@@ -27,6 +27,11 @@ import { fastStreamRoutes } from './fast_stream';
 const FAST_UNARY_PATHS = ['/etcdserverpb.KV/Range', '/etcdserverpb.KV/Put', '/etcdserverpb.KV/DeleteRange', '/etcdserverpb.KV/Txn'];
 /** The bidi streams that carry most messages, likewise (fast_stream.ts). */
 const FAST_STREAM_PATHS = ['/etcdserverpb.Watch/Watch', '/etcdserverpb.Lease/LeaseKeepAlive'];
+/** etcd's API label of etcd_network_server_stream_failures_total and its warning, per stream method. */
+const STREAM_FAILURE_API: Readonly<Record<string, { api: string; what: string }>> = {
+  '/etcdserverpb.Watch/Watch': { api: 'watch', what: 'watch request' },
+  '/etcdserverpb.Lease/LeaseKeepAlive': { api: 'lease-keepalive', what: 'lease keepalive request' },
+};
 
 /** etcd's maxSendBytes (math.MaxInt32). */
 export const MAX_SEND_BYTES = 2 ** 31 - 1;
@@ -109,7 +114,18 @@ export function createGrpcServer(server: EtcdServerApi, log: ApiLogger, opts: Gr
   const track = instr ? (p: string) => instr.track(p) : undefined;
   installFastRoutes(grpcServer, [
     ...fastUnaryRoutes({ paths: FAST_UNARY_PATHS, maxReceiveBytes, track }),
-    ...fastStreamRoutes({ paths: FAST_STREAM_PATHS, maxReceiveBytes, maxSendBytes: MAX_SEND_BYTES, track }),
+    ...fastStreamRoutes({
+      paths: FAST_STREAM_PATHS,
+      maxReceiveBytes,
+      maxSendBytes: MAX_SEND_BYTES,
+      track,
+      onReceiveFailure: (path, details) => {
+        const f = STREAM_FAILURE_API[path];
+        if (f === undefined) return;
+        log.warn(`failed to receive ${f.what} from gRPC stream`, { error: details });
+        metrics?.network.serverStreamFailures.inc({ Type: 'receive', API: f.api });
+      },
+    }),
   ]);
   return {
     grpcServer,

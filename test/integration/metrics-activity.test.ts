@@ -8,6 +8,7 @@ import { startEtcd, type EtcdMember } from '../helpers/etcd-process';
 import { EtcdGrpc, StreamReader } from '../helpers/grpc';
 import { waitFor } from '../helpers/wait';
 import fs from 'node:fs';
+import http2 from 'node:http2';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -145,6 +146,32 @@ describe('metrics that follow activity (one member, etcdctl)', () => {
       c.close();
     }
     await waitFor('the stream closed on the server', async () => value(await scrape(), 'etcd_debugging_mvcc_watch_stream_total') === streamsBefore);
+  }, 60_000);
+
+  it('count a watch stream whose request cannot be read, and log it as etcd does', async () => {
+    const failures = (text: string): number => {
+      const line = text.split('\n').find((l) => l.startsWith('etcd_network_server_stream_failures_total{') && l.includes('API="watch"') && l.includes('Type="receive"'));
+      return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+    };
+    const before = failures(await scrape());
+    const session = http2.connect(m.clientUrl);
+    try {
+      const req = session.request({ ':method': 'POST', ':path': '/etcdserverpb.Watch/Watch', 'content-type': 'application/grpc', te: 'trailers' });
+      const status = new Promise<string>((resolve, reject) => {
+        req.on('response', (h) => h['grpc-status'] !== undefined && resolve(String(h['grpc-status'])));
+        req.on('trailers', (t) => resolve(String(t['grpc-status'])));
+        req.on('error', reject);
+      });
+      req.on('data', () => undefined);
+      // One gRPC message whose body is no WatchRequest: field 1 with wire type 7, which does not exist.
+      const body = Buffer.from([0x0f, 0xff, 0xff]);
+      req.write(Buffer.concat([Buffer.from([0, 0, 0, 0, body.length]), body]));
+      expect(await status).toBe(String(13)); // INTERNAL, as grpc-js answers
+    } finally {
+      session.close();
+    }
+    expect(failures(await scrape()) - before).toBe(1);
+    await waitFor('the warning in the log', () => m.logs().includes('"failed to receive watch request from gRPC stream"'));
   }, 60_000);
 
   it("count calls by kind and the client's API version", async () => {
