@@ -328,16 +328,17 @@ export class FastDuplexCall extends EventEmitter {
     this.emit('finish');
   }
 
-  /**
-   * A transport-level failure (oversized or undecodable request, unserializable response).
-   * grpc-js sends these below its interceptors, so its metrics and the handler see a cancel.
-   */
+  /** A request message that could not be read: reported (onReceiveFailure), then abort(). */
   private failReceive(status: GrpcStatus): void {
     if (this.done) return;
     this.opts.onReceiveFailure?.(this.handler.path, status.details);
     this.abort(status);
   }
 
+  /**
+   * A transport-level failure (oversized or undecodable request, unserializable response).
+   * grpc-js sends these below its interceptors, so its metrics and the handler see a cancel.
+   */
   private abort(status: GrpcStatus): void {
     if (this.done) return;
     this.done = true;

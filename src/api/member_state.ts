@@ -32,12 +32,6 @@ export interface MemberStateOptions {
 
 export type ClientCallType = 'unary' | 'stream';
 
-interface ClientCount {
-  readonly type: ClientCallType;
-  readonly version: string;
-  count: number;
-}
-
 interface Snapshot {
   known: boolean;
   hasLeader: boolean;
@@ -61,13 +55,10 @@ export class MemberState {
   private noLeaderCount = 0;
   private timer: NodeJS.Timeout | undefined;
   /**
-   * Per version, for unary calls and streams: calls since the last flush, summed here so a call
-   * costs a header read and a comparison. At most MAX_CLIENT_VERSIONS versions each, then "other".
+   * Calls since the last flush per kind and client version, summed here so a call costs a header
+   * read and a map update. At most MAX_CLIENT_VERSIONS versions per kind, then "other".
    */
-  private readonly unaryCounts = new Map<string, ClientCount>();
-  private readonly streamCounts = new Map<string, ClientCount>();
-  private lastUnary: ClientCount | null = null;
-  private lastStream: ClientCount | null = null;
+  private readonly clientCounts: Record<ClientCallType, Map<string, number>> = { unary: new Map(), stream: new Map() };
 
   constructor(
     private readonly server: EtcdServerApi,
@@ -101,37 +92,26 @@ export class MemberState {
   flushClientCounts(): void {
     const report = this.opts.onClientRequests;
     if (report === undefined) return;
-    for (const counts of [this.unaryCounts, this.streamCounts]) {
-      for (const c of counts.values()) {
-        if (c.count === 0) continue;
-        report(c.type, c.version, c.count);
-        c.count = 0;
+    for (const type of ['unary', 'stream'] as const) {
+      const counts = this.clientCounts[type];
+      for (const [version, n] of counts) {
+        if (n === 0) continue;
+        report(type, version, n);
+        counts.set(version, 0);
       }
     }
   }
 
   private countClient(type: ClientCallType, call: MetadataCarrier): void {
     if (this.opts.onClientRequests === undefined) return;
-    const version = firstMetadataValue(call, CLIENT_API_VERSION_KEY) ?? 'unknown';
-    // A connection's calls all carry its client's version: the last one seen is the usual hit.
-    const last = type === 'unary' ? this.lastUnary : this.lastStream;
-    const c = last !== null && last.version === version ? last : this.clientCount(type, version);
-    c.count++;
-    if (type === 'unary') this.lastUnary = c;
-    else this.lastStream = c;
-  }
-
-  private clientCount(type: ClientCallType, version: string): ClientCount {
-    const byVersion = type === 'unary' ? this.unaryCounts : this.streamCounts;
-    let c = byVersion.get(version);
-    if (c !== undefined) return c;
-    const v = byVersion.size >= MAX_CLIENT_VERSIONS ? 'other' : version;
-    c = byVersion.get(v);
-    if (c === undefined) {
-      c = { type, version: v, count: 0 };
-      byVersion.set(v, c);
+    const counts = this.clientCounts[type];
+    let version = firstMetadataValue(call, CLIENT_API_VERSION_KEY) ?? 'unknown';
+    let n = counts.get(version);
+    if (n === undefined && counts.size >= MAX_CLIENT_VERSIONS) {
+      version = 'other';
+      n = counts.get(version);
     }
-    return c;
+    counts.set(version, (n ?? 0) + 1);
   }
 
   /** etcd's unary interceptor checks; returns the error to answer with, if any. */

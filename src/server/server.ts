@@ -9,7 +9,7 @@ import path from 'node:path';
 import { Backend } from '../backend/backend';
 import { EtcdError, etcdError } from '../errors';
 import { Lessor, MAX_LEASE_TTL_SEC } from '../lease/lessor';
-import type { LogFields, Logger } from '../log';
+import { formatGoDurationMs, type LogFields, type Logger } from '../log';
 import type { EtcdMetrics } from '../metrics';
 import { MvccStore } from '../mvcc/store';
 import { decodeInternalRequest, encodeInternalRequest } from '../pb/internal';
@@ -36,7 +36,6 @@ import { AuthService } from '../auth/service';
 import { tokenProviderFromSpec, type TokenProvider } from '../auth/tokens';
 import { AppliedWaiter, WaitRegistry } from './wait';
 import { describeInternalRequest, describeRange } from './slow_request';
-import { formatGoDurationMs } from '../log/format';
 
 export interface ServerConfig {
   name: string;

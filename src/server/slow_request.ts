@@ -89,20 +89,13 @@ function describeDelete(d: pb.DeleteRangeRequest): string {
   ]);
 }
 
+/** The text names of a compare's numeric target fields (its value is logged by size). */
+const COMPARE_NUMBER_FIELDS = { version: 'version', createRevision: 'create_revision', modRevision: 'mod_revision', lease: 'lease' } as const;
+
 function describeCompare(c: pb.Compare): string {
   const target = c.targetUnion;
   const value =
-    target === 'value'
-      ? `value_size:${c.value?.length ?? 0} `
-      : target === 'version'
-        ? `version:${c.version ?? '0'} `
-        : target === 'createRevision'
-          ? `create_revision:${c.createRevision ?? '0'} `
-          : target === 'modRevision'
-            ? `mod_revision:${c.modRevision ?? '0'} `
-            : target === 'lease'
-              ? `lease:${c.lease ?? '0'} `
-              : '';
+    target === undefined ? '' : target === 'value' ? `value_size:${c.value?.length ?? 0} ` : `${COMPARE_NUMBER_FIELDS[target]}:${c[target] ?? '0'} `;
   return `compare:<${fields([
     ['result', c.result ? COMPARE_RESULTS[c.result] ?? c.result : 0],
     ['target', COMPARE_TARGETS[c.target] ?? c.target],

@@ -324,6 +324,9 @@ export class Wal {
     return this.opened ?? replaySegments(this.dir, this.segments);
   }
 
+  /** How long the last save's write() of its records took, without the fdatasync (etcd_disk_wal_write_duration_seconds). */
+  lastWriteSeconds = 0;
+
   /**
    * Persist what a Raft Ready asks for. The records reach the file (the page cache) before this
    * returns control, so they survive the process being killed; with `mustSync` the promise resolves
@@ -335,9 +338,6 @@ export class Wal {
    * waiting for the loop, e.g. one client writing. Under load, the pool lets the loop parse the next
    * batch while the disk works.
    */
-  /** How long the last save's write() of its records took, without the fdatasync (etcd_disk_wal_write_duration_seconds). */
-  lastWriteSeconds = 0;
-
   async save(hardState: HardState | null, entries: Entry[], snapshot: Snapshot | null, mustSync = true, inlineSync = false): Promise<number> {
     if (!hardState && entries.length === 0 && !snapshot) return 0;
     assert(this.identity, 'WAL save before create');
