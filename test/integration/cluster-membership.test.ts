@@ -5,6 +5,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { Cluster, ClusterMember, lostWrites, readPrefix, WriteLoad } from '../helpers/cluster';
 import { etcdctl, RunResult } from '../helpers/etcdctl';
+import { sampleValue, scrapeMetrics } from '../helpers/prom';
 import { TcpProxy } from '../helpers/proxy';
 import { sleepMs, waitFor } from '../helpers/wait';
 
@@ -54,9 +55,7 @@ interface ListedMember {
 
 /** An unlabelled series of a member's /metrics, or undefined when absent. */
 async function metricValue(m: ClusterMember, name: string): Promise<number | undefined> {
-  const r = await fetch(`${m.clientUrl}/metrics`, { signal: AbortSignal.timeout(5_000) });
-  const line = (await r.text()).split('\n').find((l) => l.startsWith(name + ' '));
-  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
+  return sampleValue(await scrapeMetrics(m.clientUrl), name);
 }
 
 /** `etcdctl member list` (simple format: id, status, name, peer URLs, client URLs, is learner). */

@@ -8,6 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Cluster, ClusterMember } from '../helpers/cluster';
 import { etcdBin, REPO_ROOT } from '../helpers/etcd-process';
 import { etcdctl } from '../helpers/etcdctl';
+import { sampleValue, scrapeMetrics } from '../helpers/prom';
 import { sleepMs, waitFor } from '../helpers/wait';
 
 let cluster: Cluster | undefined;
@@ -15,24 +16,18 @@ afterAll(async () => {
   await cluster?.close();
 }, 30_000);
 
-async function scrape(m: ClusterMember): Promise<string> {
-  const r = await fetch(`${m.clientUrl}/metrics`, { signal: AbortSignal.timeout(5_000) });
-  expect(r.status).toBe(200);
-  return r.text();
-}
+const scrape = (m: ClusterMember): Promise<string> => scrapeMetrics(m.clientUrl);
 
 /** The value of `name{label="value"}` in Prometheus text, or 0 when the series is absent. */
 function series(text: string, name: string, label: string, value: string): number {
-  const line = text.split('\n').find((l) => l.startsWith(`${name}{${label}="${value}"}`));
-  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+  return sampleValue(text, name, { [label]: value }) ?? 0;
 }
 
 const hex = (decimalId: string): string => BigInt(decimalId).toString(16);
 
 /** The value of an unlabelled series (`name value`), or 0 when it is absent. */
 function unlabelled(text: string, name: string): number {
-  const line = text.split('\n').find((l) => l.startsWith(name + ' '));
-  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+  return sampleValue(text, name) ?? 0;
 }
 
 describe('3-member cluster: peer network metrics', () => {

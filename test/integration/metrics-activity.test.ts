@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { etcdctl } from '../helpers/etcdctl';
 import { startEtcd, type EtcdMember } from '../helpers/etcd-process';
 import { EtcdGrpc, StreamReader } from '../helpers/grpc';
+import { sampleValue, scrapeMetrics } from '../helpers/prom';
 import { waitFor } from '../helpers/wait';
 import fs from 'node:fs';
 import http2 from 'node:http2';
@@ -25,17 +26,8 @@ afterAll(async () => {
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 }, 30_000);
 
-async function scrape(): Promise<string> {
-  const r = await fetch(`${m.clientUrl}/metrics`, { signal: AbortSignal.timeout(5_000) });
-  expect(r.status).toBe(200);
-  return r.text();
-}
-
-/** The value of an unlabelled series (or of the exact `name{labels}` given), or undefined when absent. */
-function value(text: string, series: string): number | undefined {
-  const line = text.split('\n').find((l) => l.startsWith(series + ' '));
-  return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(' ') + 1));
-}
+const scrape = (): Promise<string> => scrapeMetrics(m.clientUrl);
+const value = sampleValue;
 
 async function ctl(...args: string[]): Promise<string> {
   const r = await etcdctl(args, { endpoint: m.clientHostPort, timeoutMs: 15_000 });
@@ -149,10 +141,7 @@ describe('metrics that follow activity (one member, etcdctl)', () => {
   }, 60_000);
 
   it('count a watch stream whose request cannot be read, and log it as etcd does', async () => {
-    const failures = (text: string): number => {
-      const line = text.split('\n').find((l) => l.startsWith('etcd_network_server_stream_failures_total{') && l.includes('API="watch"') && l.includes('Type="receive"'));
-      return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
-    };
+    const failures = (text: string): number => sampleValue(text, 'etcd_network_server_stream_failures_total', { API: 'watch', Type: 'receive' }) ?? 0;
     const before = failures(await scrape());
     const session = http2.connect(m.clientUrl);
     try {
@@ -175,12 +164,8 @@ describe('metrics that follow activity (one member, etcdctl)', () => {
   }, 60_000);
 
   it("count calls by kind and the client's API version", async () => {
-    const labelled = (text: string, type: string, version: string): number => {
-      const line = text
-        .split('\n')
-        .find((l) => l.startsWith('etcd_server_client_requests_total{') && l.includes(`type="${type}"`) && l.includes(`client_api_version="${version}"`));
-      return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
-    };
+    const labelled = (text: string, type: string, version: string): number =>
+      sampleValue(text, 'etcd_server_client_requests_total', { type, client_api_version: version }) ?? 0;
     const before = await scrape();
     // etcdctl 3.4 sends client-api-version 3.4 on every call; the grpc-js client of the tests sends none.
     await ctl('put', 'ver/k', 'v');
