@@ -31,6 +31,14 @@ export interface MemberStatus {
   isLearner: boolean;
 }
 
+/** What a member process does beyond serving: how long it may live, where its output also goes. */
+export interface MemberHooks {
+  /** Seconds before `timeout` kills the process (a leaked member must not outlive a hung run for long). */
+  lifetimeSec: number;
+  /** Every chunk of the member's output and of the start/exit lines logs() holds, as it arrives. */
+  onLog: ((member: string, chunk: string) => void) | null;
+}
+
 export class ClusterMember {
   /** Set by the first status call (IDs are derived by the server). */
   id = '';
@@ -50,6 +58,7 @@ export class ClusterMember {
     /** Peers dial this (the proxy when there is one). */
     readonly peerUrl: string,
     readonly proxy: TcpProxy | null,
+    private readonly hooks: MemberHooks = { lifetimeSec: MAX_LIFETIME_SEC, onLog: null },
   ) {}
 
   get clientHostPort(): string {
@@ -89,7 +98,7 @@ export class ClusterMember {
 
   private spawnProc(): void {
     this.appendLog(`--- ${new Date().toISOString()} start ${this.bin} ${this.lastArgs.join(' ')}\n`);
-    const p = spawnServer(this.bin, this.lastArgs, MAX_LIFETIME_SEC);
+    const p = spawnServer(this.bin, this.lastArgs, this.hooks.lifetimeSec);
     p.stdout?.on('data', (c: Buffer) => this.appendLog(c.toString('utf8')));
     p.stderr?.on('data', (c: Buffer) => this.appendLog(c.toString('utf8')));
     p.on('exit', (code, sig) => {
@@ -101,6 +110,7 @@ export class ClusterMember {
   }
 
   private appendLog(s: string): void {
+    this.hooks.onLog?.(this.name, s);
     this.logChunks.push(s);
     this.logBytes += s.length;
     while (this.logBytes > MAX_LOG_BYTES && this.logChunks.length > 1) {
@@ -236,6 +246,10 @@ export interface ClusterOptions {
   readyTimeoutMs?: number;
   /** Name prefix of members (m0, m1, ...). */
   namePrefix?: string;
+  /** Lifetime of each member process in seconds (default 600; a soak runs longer). */
+  lifetimeSec?: number;
+  /** Sees every chunk of every member's output (logs() keeps only the last 4 MiB). */
+  onLog?: ((member: string, chunk: string) => void) | null;
 }
 
 /** Starts of a cluster retried when a member's port was taken before it could bind it. */
@@ -261,7 +275,10 @@ export class Cluster {
       proxy: options.proxy ?? false,
       readyTimeoutMs: options.readyTimeoutMs ?? 30_000,
       namePrefix: options.namePrefix ?? 'm',
+      lifetimeSec: options.lifetimeSec ?? MAX_LIFETIME_SEC,
+      onLog: options.onLog ?? null,
     };
+    assert(Number.isInteger(opts.lifetimeSec) && opts.lifetimeSec > 0);
     assert(opts.size >= 1 && opts.size <= MAX_MEMBERS);
     // etcd 3.4 logs through capnslog unless told otherwise; the tests read zap's JSON lines.
     if (!path.resolve(opts.bin).startsWith(REPO_ROOT + path.sep) && !opts.args.some((a) => a.startsWith('--logger'))) {
@@ -301,7 +318,10 @@ export class Cluster {
       proxy = await TcpProxy.start({ targetPort: listenPeerPort, identify: (port, proxyPort) => this.identify(port, proxyPort) });
     }
     const peerUrl = `http://127.0.0.1:${proxy ? proxy.port : listenPeerPort}`;
-    return new ClusterMember(name, this.opts.bin, dataDir, clientPort, listenPeerPort, peerUrl, proxy);
+    return new ClusterMember(name, this.opts.bin, dataDir, clientPort, listenPeerPort, peerUrl, proxy, {
+      lifetimeSec: this.opts.lifetimeSec,
+      onLog: this.opts.onLog,
+    });
   }
 
   /** `name=peerUrl,...` for --initial-cluster. */
