@@ -219,7 +219,10 @@ export class MvccStore {
       } else {
         ev = { type: EventType.PUT, kv, prevKv: null };
       }
-      if (withPrevKv) ev.prevKv = this.prevKvAt(kv.key, r.main - 1);
+      // etcd's watch server reads prev_kv at modRevision - 1, and not at all for a create (a
+      // put with create_revision == mod_revision: the key may have been deleted earlier in the
+      // same txn, and etcd still sends no prev_kv).
+      if (withPrevKv && !(ev.type === EventType.PUT && kv.createRevision === kv.modRevision)) ev.prevKv = this.prevKvAt(kv.key, r.main - 1);
       events.push(ev);
     }
     return { events, nextRev: toRev + 1 };
@@ -295,6 +298,15 @@ export class MvccStore {
     assert(ok, 'tombstone of a key that does not exist');
     this.ops.deletes++;
     return { key, createRevision: 0, modRevision: rev, version: 0, value: EMPTY, lease: 0n };
+  }
+
+  /**
+   * @internal The key's record visible at rev (before a write txn at rev + 1 changed it), or
+   * null: what etcd's watch server sends as a live event's prev_kv (a range at modRevision - 1).
+   */
+  txnValueAt(keyStr: string, rev: number): KeyValue | null {
+    const g = this.index.get(keyStr, rev);
+    return g ? this.readRecord(g.modMain, g.modSub) : null;
   }
 
   /** @internal */
@@ -520,8 +532,12 @@ class StoreWriteTxn implements WriteTxn {
     const rev = this.beginRev + 1;
     const prevKvs: KeyValue[] = [];
     for (const h of hits) {
+      // A key put earlier in this txn (a delete from a key, "\0", escapes etcd's duplicate-key
+      // check) shows its new value to this delete, but the event's prev_kv is the value
+      // before the txn, as etcd's watch server reads it at modRevision - 1.
+      const before = h.kv.modRevision === rev ? this.store.txnValueAt(h.keyStr, this.beginRev) : h.kv;
       const kv = this.store.txnDelete(rev, this.events.length, h.keyStr, h.kv);
-      this.events.push({ type: EventType.DELETE, kv, prevKv: h.kv });
+      this.events.push({ type: EventType.DELETE, kv, prevKv: before });
       prevKvs.push(h.kv);
     }
     return { deleted: hits.length, prevKvs };

@@ -316,6 +316,28 @@ describe('MvccStore events', () => {
     expect(errName(() => s.store.eventsInRange(2, 5, 10, false))).toBe(COMPACTED);
     expect(s.store.eventsInRange(4, 5, 10, true).events[0].prevKv?.value.toString()).toBe('2');
   });
+
+  it('prev values of a key written twice in one txn are those etcd watchers get (found by differential-random)', () => {
+    // etcd's watch server fills prev_kv by reading the key at modRevision - 1, and leaves it out
+    // for a create (create_revision == mod_revision). A delete from a key ("\0" end) escapes the
+    // duplicate-key check, so one txn can delete a key and create it again, or put and delete it.
+    const s = fresh();
+    write(s, (t) => {
+      t.put(b('a'), b('old'), 0n);
+      t.put(b('c'), b('old'), 0n);
+    }); // 2
+    const live = write(s, (t) => {
+      t.put(b('b'), b('new'), 0n);
+      const del = t.deleteRange(b('a'), b('\0'));
+      // The delete itself sees the txn's own put.
+      expect(del.prevKvs.map((kv) => `${kv.key}=${kv.value}`)).toEqual(['a=old', 'b=new', 'c=old']);
+      t.put(b('c'), b('again'), 0n);
+    }); // 3
+    const show = (evs: typeof live): string[] => evs.map((e) => `${e.type}:${e.kv.key}@${e.kv.modRevision} prev=${e.prevKv ? e.prevKv.value.toString() : '-'}`);
+    const want = ['0:b@3 prev=-', '1:a@3 prev=old', '1:b@3 prev=-', '1:c@3 prev=old', '0:c@3 prev=-'];
+    expect(show(live)).toEqual(want);
+    expect(show(s.store.eventsInRange(3, 3, 10, true).events)).toEqual(want);
+  });
 });
 
 describe('MvccStore with backend maintenance', () => {
