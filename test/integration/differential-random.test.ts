@@ -11,6 +11,8 @@
 // DIFF_RANDOM_SEEDS=N runs N seeds from DIFF_RANDOM_FIRST_SEED (default: two fixed seeds);
 // DIFF_RANDOM_OPS=M requests per seed (default 300). With ETCD_BIN=/usr/bin/etcd both sides are the
 // real etcd: that run checks the generator and the normalisation.
+import fs from 'node:fs';
+import path from 'node:path';
 import { afterAll, describe, it } from 'vitest';
 import { EtcdMember, etcdBin, startEtcd } from '../helpers/etcd-process';
 import { EtcdGrpc, isRpcError, Msg, StreamReader } from '../helpers/grpc';
@@ -591,6 +593,16 @@ afterAll(async () => {
   await Promise.all([...live].map((m) => m.stop()));
 });
 
+/** The log tails of servers that exited or stopped answering (a crash explains a divergence). */
+function serverLogs(members: EtcdMember[]): string {
+  return members
+    .map((m) => {
+      const gone = m.proc.exitCode !== null || m.proc.signalCode !== null;
+      return gone ? `\n\n--- ${m.name} exited (code ${m.proc.exitCode}, signal ${m.proc.signalCode}); its log ends:\n${m.logs().slice(-6000)}` : '';
+    })
+    .join('');
+}
+
 async function runSeed(seed: number, ops: number): Promise<{ tolerated: string[] }> {
   const [ref, subj] = await Promise.all([
     startEtcd({ bin: REFERENCE_BIN, args: LIMIT_FLAGS }).then((m) => (live.add(m), m)),
@@ -602,6 +614,9 @@ async function runSeed(seed: number, ops: number): Promise<{ tolerated: string[]
   const history: string[] = [];
   const tolerated: string[] = [];
   const stats = new Map<string, number>();
+  // DIFF_RANDOM_DUMP=dir: every step with etcd's outcome, in dir/seed-N.txt (to cut a repro down).
+  const dumpDir = process.env['DIFF_RANDOM_DUMP'];
+  const dump: string[] | undefined = dumpDir ? [] : undefined;
   try {
     for (let i = 1; i <= ops; i++) {
       const step = gen.next();
@@ -616,12 +631,14 @@ async function runSeed(seed: number, ops: number): Promise<{ tolerated: string[]
             `seed ${seed}: step ${i} differs ('-' etcd ${REFERENCE_BIN}, '+' ${etcdBin()})\n` +
               `request: ${line}\n${lineDiff(sa, sb)}\n\n` +
               `previous steps (etcd's outcome):\n${history.slice(-6).join('\n')}\n\n` +
-              `replay: DIFF_RANDOM_FIRST_SEED=${seed} DIFF_RANDOM_SEEDS=1 DIFF_RANDOM_OPS=${i}`,
+              `replay: DIFF_RANDOM_FIRST_SEED=${seed} DIFF_RANDOM_SEEDS=1 DIFF_RANDOM_OPS=${i}` +
+              serverLogs([ref, subj]),
           );
         }
         tolerated.push(`${line}: ${allowed.why}`);
       }
       history.push(`${line}\n    -> ${show(a.raw).slice(0, 600)}`);
+      if (dump !== undefined) dump.push(`${line}\n    -> ${show(a.raw)}`);
       const tally = 'ok' in a.raw ? 'ok' : a.raw.err.details;
       stats.set(`${step.kind}: ${tally}`, (stats.get(`${step.kind}: ${tally}`) ?? 0) + 1);
       gen.observe(step, a.raw);
@@ -632,6 +649,10 @@ async function runSeed(seed: number, ops: number): Promise<{ tolerated: string[]
     await Promise.all([ref.stop(), subj.stop()]);
     live.delete(ref);
     live.delete(subj);
+    if (dumpDir && dump) {
+      fs.mkdirSync(dumpDir, { recursive: true });
+      fs.writeFileSync(path.join(dumpDir, `seed-${seed}.txt`), dump.join('\n') + '\n');
+    }
     // DIFF_RANDOM_VERBOSE=1: what the seed exercised (outcomes per request kind).
     if (process.env['DIFF_RANDOM_VERBOSE']) {
       console.log(`seed ${seed}:\n${[...stats].sort().map(([k, n]) => `  ${n}\t${k}`).join('\n')}`);
