@@ -206,16 +206,24 @@ export class KeyIndex {
    * the last revision <= atRev in it (-1 when none), adding that revision to `available`.
    */
   private doCompact(atRev: number, available: Set<string>): { gen: number; revIndex: number } {
-    // Skip generations that ended (tombstone) before atRev; a tombstone at atRev stays (etcd >= 3.5.16).
+    // Skip generations that ended (tombstone) before atRev; a tombstone at atRev stays (etcd >= 3.5.16),
+    // unless the key was created again in that same revision (a txn deleting from a key, "\0",
+    // and putting it): then the next generation holds the revision visible at atRev, which must
+    // stay. (etcd 3.6 stops at the tombstone there and deletes the live value from disk while its
+    // index still points at it: etcd issue #22376.)
     let gen = CURRENT;
     const closed = this.hist === null ? null : this.hist.closed;
     if (closed !== null) {
       for (let gi = 0; gi < closed.length; gi++) {
         const r = closed[gi].revs;
-        if (r[r.length - 2] >= atRev) {
-          gen = gi;
-          break;
+        const tomb = r[r.length - 2];
+        if (tomb < atRev) continue;
+        if (tomb === atRev) {
+          const next = gi + 1 < closed.length ? closed[gi + 1].revs : this.currentRevs();
+          if (next !== null && next[0] <= atRev) continue;
         }
+        gen = gi;
+        break;
       }
     }
     const revs = gen === CURRENT ? this.currentRevs() : closed![gen].revs;

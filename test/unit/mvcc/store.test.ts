@@ -236,6 +236,35 @@ describe('MvccStore compaction', () => {
     expect(r.store.range(b('k9'), null).kvs[0].version).toBe(300);
   });
 
+  it('keeps a key deleted and created again in the compacted revision (found by differential-random)', async () => {
+    // One txn deletes from a key ("\0" end: etcd's duplicate-key check lets that through) and
+    // puts a key of the range again. Compacting at that revision must keep the new value: the
+    // index still points at it (etcd 3.6 deletes it and dies on the next read, issue #22376).
+    const s = fresh();
+    write(s, (t) => {
+      t.put(b('a'), b('old'), 0n);
+      t.put(b('c'), b('old'), 0n);
+    }); // 2
+    write(s, (t) => {
+      t.deleteRange(b('a'), b('\0')); // 3.0 a, 3.1 c
+      t.put(b('c'), b('new'), 0n); // 3.2
+      t.put(b('d'), b('d'), 0n); // 3.3
+      t.deleteRange(b('d'), b('\0')); // 3.4: d deleted again in the same revision
+    }); // 3
+    write(s, (t) => t.put(b('x'), b('later'), 0n)); // 4
+    await s.store.compact(3).done;
+    const live = (st: typeof s): string[] => st.store.range(b('\0'), b('\0')).kvs.map((kv) => `${kv.key}=${kv.value}@${kv.createRevision}/${kv.modRevision}/${kv.version}`);
+    expect(live(s)).toEqual(['c=new@3/3/1', 'x=later@4/4/1']);
+    expect(s.store.range(b('c'), null, { rev: 3 }).kvs[0].value.toString()).toBe('new');
+    // A watcher from the compacted revision gets the live put (etcd 3.4 behaves so too) and the
+    // tombstones of keys that stayed deleted (etcd >= 3.5.16 keeps those).
+    expect(s.store.eventsInRange(3, 4, 10, true).events.map((e) => `${e.type}:${e.kv.key}@${e.kv.modRevision}`)).toEqual(['1:a@3', '0:c@3', '1:d@3', '0:x@4']);
+    await closeStore(s);
+    opened.splice(opened.indexOf(s), 1);
+    const q = fresh(s.dbPath);
+    expect(live(q)).toEqual(['c=new@3/3/1', 'x=later@4/4/1']);
+  });
+
   it('hashKV is equal for equal histories however far compaction got', async () => {
     const a = fresh();
     const c = fresh();
