@@ -924,8 +924,8 @@ export class EtcdServer implements EtcdServerApi {
 
   async leaseGrant(req: pb.LeaseGrantRequest): Promise<pb.LeaseGrantResponse> {
     this.checkQuota(0);
+    // A client may choose any non-zero int64, negative ones too (etcd's LeaseGrant and lessor take them).
     const id = req.ID === '0' || req.ID === '' ? this.idGen.nextLeaseId() : BigInt(req.ID);
-    if (id < 0n) throw etcdError('LeaseNotFound');
     if (Number(req.TTL) > MAX_LEASE_TTL_SEC) throw etcdError('LeaseTTLTooLarge');
     const resp = (await this.propose({ leaseGrant: { ID: id.toString(), TTL: req.TTL } } as pb.InternalRaftRequest)) as pb.LeaseGrantResponse;
     this.metrics?.lease.grantedTotal.inc();

@@ -313,6 +313,11 @@ const STEPS: Step[] = [
   { name: 'member list', run: (r) => r.call('Cluster', 'MemberList', {}) },
   { name: 'alarm list', run: (r) => r.call('Maintenance', 'Alarm', { action: ALARM_GET }) },
   { name: 'defragment', run: (r) => r.call('Maintenance', 'Defragment', {}) },
+  { name: 'lease grant with a negative ID', run: lease('LeaseGrant', { TTL: 40, ID: -9 }) },
+  { name: 'put l/5 with the negative lease', run: kv('Put', put('l/5', 'neg', { lease: -9 })) },
+  { name: 'txn compare lease LESS 0', run: kv('Txn', { compare: [cmp('l/5', 'LEASE', 'LESS', 0)], success: [opRange('l/5')], failure: [] }) },
+  { name: 'lease time-to-live of the negative lease', run: lease('LeaseTimeToLive', { ID: -9, keys: true }) },
+  { name: 'lease revoke the negative lease', run: lease('LeaseRevoke', { ID: -9 }) },
   { name: 'final range of everything', run: kv('Range', rangeReq('\0', { range_end: B('\0') })) },
 ];
 
