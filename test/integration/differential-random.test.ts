@@ -108,7 +108,7 @@ interface Step {
   leaseIndex?: number;
   /** Watch: the current revision (a second watcher from there tells when the replay is over). */
   watchUntil?: number;
-  /** The revision and compacted revision when the step was made (for ALLOWED_DIFFERENCES). */
+  /** The revision and compacted revision (-1 before any) when the step was made (for ALLOWED_DIFFERENCES). */
   rev: number;
   compactRev: number;
 }
@@ -141,7 +141,8 @@ class Generator {
   private readonly r: () => number;
   /** Current revision and compacted revision, as the reference reported them. */
   rev = 1;
-  compactRev = 0;
+  /** etcd's compactMainRev: -1 before the first compaction. */
+  compactRev = -1;
   readonly leases: LeaseInfo[] = [];
   /**
    * Odd seeds also let the server choose lease IDs. Those differ between the two servers, so in
@@ -234,7 +235,9 @@ class Generator {
   }
 
   private put(key: Buffer = this.key()): Msg {
-    const req: Msg = { key, value: this.pick(VALUES) };
+    // Now and then a value just under or over --max-request-bytes.
+    const big = this.chance(0.005) ? (this.chance(0.5) ? MAX_REQUEST_BYTES - 1_500 : MAX_REQUEST_BYTES + 100) : 0;
+    const req: Msg = { key, value: big > 0 ? Buffer.alloc(big, 0x62) : this.pick(VALUES) };
     if (this.chance(0.4)) req['prev_kv'] = true;
     if (this.chance(0.2)) req['lease'] = this.leaseForPut();
     if (this.chance(0.08)) {
@@ -251,8 +254,10 @@ class Generator {
 
   private range(): Msg {
     const req: Msg = this.keyRange();
-    if (this.chance(0.3)) req['limit'] = this.int(1, 5);
-    if (this.chance(0.35)) req['revision'] = this.revision();
+    if (this.chance(0.3)) req['limit'] = this.chance(0.05) ? -1 : this.int(1, 5);
+    // A negative revision reads the current one, except in a txn before any compaction
+    // (etcd's checkRange compares it with compactMainRev, -1 then).
+    if (this.chance(0.35)) req['revision'] = this.chance(0.05) ? this.int(-2, -1) : this.revision();
     if (this.chance(0.4)) {
       req['sort_order'] = this.int(0, 2);
       req['sort_target'] = this.int(0, 4);
@@ -269,7 +274,7 @@ class Generator {
   private compare(): Msg {
     const target = this.int(0, 4);
     let result = this.int(0, 3);
-    const c: Msg = this.chance(0.8) ? { key: this.pick(KEYS) } : this.keyRange(false);
+    const c: Msg = this.chance(0.01) ? { key: B('') } : this.chance(0.8) ? { key: this.pick(KEYS) } : this.keyRange(false);
     c['target'] = target;
     switch (target) {
       case 0:
@@ -378,7 +383,7 @@ class Generator {
         return { kind, req };
       }
       case 'Compact': {
-        const req: Msg = { revision: this.revision() };
+        const req: Msg = { revision: this.chance(0.04) ? this.int(-1, 0) : this.revision() };
         if (this.chance(0.5)) req['physical'] = true;
         return { kind, req };
       }
@@ -386,7 +391,8 @@ class Generator {
         const req: Msg = { TTL: this.chance(0.03) ? '9000000001' : LEASE_TTL };
         if (!this.serverLeaseIds || this.chance(0.6)) {
           const taken = this.leases.filter((l) => l.clientId !== undefined);
-          req['ID'] = taken.length > 0 && this.chance(0.1) ? this.pick(taken).clientId : String(1000 + 7 * this.leases.length + this.int(0, 6));
+          const fresh = this.chance(0.05) ? String(-5 - this.leases.length) : String(1000 + 7 * this.leases.length + this.int(0, 6));
+          req['ID'] = taken.length > 0 && this.chance(0.1) ? this.pick(taken).clientId : fresh;
         }
         return { kind, req, leaseIndex: this.leases.length };
       }
@@ -588,7 +594,7 @@ const ALLOWED_DIFFERENCES: AllowedDifference[] = [
       const badRange = ops.findIndex((op) => {
         const rr = op['request_range'] as Msg | undefined;
         const rev = Number(rr?.['revision'] ?? 0);
-        return rr !== undefined && (rev > step.rev || (rev > 0 && rev < step.compactRev));
+        return rr !== undefined && rev !== 0 && (rev > step.rev || rev < step.compactRev);
       });
       const put = ops.findIndex((op, i) => i > badRange && op['request_put'] !== undefined);
       return badRange >= 0 && put > badRange;
