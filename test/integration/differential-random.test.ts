@@ -1,5 +1,6 @@
 // Randomized differential test: a seeded random sequence of KV requests (Put, DeleteRange, Range,
-// Txn, Compact), leases attached to keys, and watches replaying history from a past revision, sent
+// Txn, Compact), leases attached to keys, watches replaying history from a past revision and
+// watches seeing a write live, sent
 // with grpc-js (etcd's proto from the etcd3 npm package) to the real etcd 3.4 and to the server under
 // test, each started fresh with the same flags. Each step's outcome (response or gRPC code + message)
 // is normalised and compared; the first divergence fails the seed with the request, both outcomes
@@ -10,7 +11,8 @@
 //
 // DIFF_RANDOM_SEEDS=N runs N seeds from DIFF_RANDOM_FIRST_SEED (default: two fixed seeds);
 // DIFF_RANDOM_OPS=M requests per seed (default 300). With ETCD_BIN=/usr/bin/etcd both sides are the
-// real etcd: that run checks the generator and the normalisation.
+// real etcd: that run checks the generator and the normalisation. DIFF_RANDOM_VERBOSE=1 prints
+// what each seed exercised, DIFF_RANDOM_DUMP=dir writes every step with etcd's outcome.
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, it } from 'vitest';
@@ -86,7 +88,7 @@ class LeaseRef {
   }
 }
 
-type Kind = 'Put' | 'DeleteRange' | 'Range' | 'Txn' | 'Compact' | 'LeaseGrant' | 'LeaseRevoke' | 'LeaseTimeToLive' | 'LeaseLeases' | 'Watch';
+type Kind = 'Put' | 'DeleteRange' | 'Range' | 'Txn' | 'Compact' | 'LeaseGrant' | 'LeaseRevoke' | 'LeaseTimeToLive' | 'LeaseLeases' | 'Watch' | 'WatchLive';
 const SERVICE: Record<Kind, 'KV' | 'Lease' | 'Watch'> = {
   Put: 'KV',
   DeleteRange: 'KV',
@@ -98,6 +100,7 @@ const SERVICE: Record<Kind, 'KV' | 'Lease' | 'Watch'> = {
   LeaseTimeToLive: 'Lease',
   LeaseLeases: 'Lease',
   Watch: 'Watch',
+  WatchLive: 'Watch',
 };
 
 interface Step {
@@ -108,6 +111,8 @@ interface Step {
   leaseIndex?: number;
   /** Watch: the current revision (a second watcher from there tells when the replay is over). */
   watchUntil?: number;
+  /** WatchLive: the write sent once the watcher (`req`) is created. */
+  inner?: Step;
   /** The revision and compacted revision (-1 before any) when the step was made (for ALLOWED_DIFFERENCES). */
   rev: number;
   compactRev: number;
@@ -324,6 +329,9 @@ class Generator {
           case 'put':
             return { request_put: this.put(takeKey()) };
           case 'del':
+            // A delete from a key ("\0" end) passes etcd's duplicate-key check whatever else
+            // the txn writes: a key can be written twice in one revision that way.
+            if (pool !== undefined && this.chance(0.25)) return { request_delete_range: this.deleteRange({ key: this.pick(KEYS.slice(0, 8)), range_end: ZERO }) };
             return { request_delete_range: this.deleteRange(pool === undefined ? this.keyRange() : { key: takeKey() }) };
           case 'range':
             return { request_range: this.range() };
@@ -357,7 +365,12 @@ class Generator {
       // The watch's end marker is an event at the current revision: none after a compaction
       // there (etcd 3.4 deletes a tombstone at the compacted revision, see ALLOWED_DIFFERENCES).
       [this.rev >= 2 && this.rev > this.compactRev ? 3 : 0, 'Watch'],
+      [5, 'WatchLive'],
     ] as const);
+    return this.build(kind);
+  }
+
+  private build(kind: Kind): Omit<Step, 'rev' | 'compactRev'> {
     switch (kind) {
       case 'Put':
         return { kind, req: this.put() };
@@ -413,12 +426,27 @@ class Generator {
         else if (f < 0.35) req['filters'] = [FILTER_NOPUT, FILTER_NODELETE];
         return { kind, req, watchUntil: this.rev };
       }
+      case 'WatchLive': {
+        const req: Msg = this.keyRange(false);
+        if (this.chance(0.5)) req['prev_kv'] = true;
+        const f = this.r();
+        if (f < 0.15) req['filters'] = [FILTER_NOPUT];
+        else if (f < 0.3) req['filters'] = [FILTER_NODELETE];
+        const innerKind = this.weighted([
+          [30, 'Put'],
+          [15, 'DeleteRange'],
+          [45, 'Txn'],
+          [10, 'LeaseRevoke'],
+        ] as const);
+        return { kind, req, inner: { ...this.build(innerKind), rev: this.rev, compactRev: this.compactRev } };
+      }
     }
   }
 
   /** Learn the outcome the reference gave (both sides agreed on it when this is called). */
   observe(step: Step, outcome: Outcome): void {
     if (!('ok' in outcome)) return;
+    if (step.kind === 'WatchLive') return this.observe(step.inner!, (outcome.ok as { write: Outcome }).write);
     const res = outcome.ok as Msg;
     const header = res['header'] as Msg | undefined;
     if (header !== undefined && typeof header['revision'] === 'string') this.rev = Math.max(this.rev, Number(header['revision']));
@@ -473,6 +501,8 @@ class Side {
     let raw: Outcome;
     if (step.kind === 'Watch') {
       raw = await this.watch(req, step.watchUntil!);
+    } else if (step.kind === 'WatchLive') {
+      raw = await this.watchLive(req, step.inner!);
     } else {
       try {
         const res = await this.client.unary(SERVICE[step.kind], step.kind, req, CALL_DEADLINE_MS);
@@ -531,6 +561,52 @@ class Side {
       // The first watcher's responses; if both got -1 (never for the second), its create response.
       const mine = first === second ? msgs.filter((m) => m['created'] === true).slice(0, 1) : msgs.filter((m) => String(m['watch_id']) === first);
       return { ok: { responses: mine } };
+    } catch (e) {
+      return { err: { code: -1, details: `watch: ${(e as Error).message}; got ${show(msgs)}` } };
+    } finally {
+      stream.cancel();
+    }
+  }
+
+  /**
+   * Creates the watcher under test (no start revision: live) and a second one over all keys,
+   * sends the write once both are created, and waits for the second one's event at the write's
+   * revision (if it wrote). Returns the write's outcome and the first watcher's responses.
+   */
+  private async watchLive(create: Msg, inner: Step): Promise<Outcome> {
+    const stream = this.client.bidi('Watch', 'Watch', 15_000);
+    const reader = new StreamReader(stream, 1_000);
+    const msgs: Msg[] = [];
+    try {
+      stream.write({ create_request: create });
+      stream.write({ create_request: { key: ZERO, range_end: ZERO } });
+      const createdIds = (): string[] => msgs.filter((m) => m['created'] === true).map((m) => String(m['watch_id']));
+      const deadline = Date.now() + 5_000;
+      const until = async (done: () => boolean, what: string): Promise<void> => {
+        while (!done()) {
+          const left = deadline - Date.now();
+          if (left <= 0) throw new Error(`${what} within 5 s`);
+          msgs.push(await reader.next(left));
+        }
+      };
+      await until(() => createdIds().length >= 2, 'watchers not created');
+      const { raw: write } = await this.run(inner);
+      const header = 'ok' in write ? ((write.ok as Msg)['header'] as Msg | undefined) : undefined;
+      const rev = Number(header?.['revision'] ?? 0);
+      if (rev > inner.rev) {
+        const sentinel = createdIds()[1];
+        await until(
+          () => msgs.some((m) => m['watch_id'] === sentinel && ((m['events'] as Msg[] | undefined) ?? []).some((e) => Number((e['kv'] as Msg)['mod_revision']) >= rev)),
+          `no event at revision ${rev}`,
+        );
+        await sleepMs(30);
+      } else {
+        await sleepMs(80);
+      }
+      while (reader.pending() > 0) msgs.push(await reader.next(100));
+      const [first, second] = createdIds();
+      const mine = first === second ? msgs.filter((m) => m['created'] === true).slice(0, 1) : msgs.filter((m) => String(m['watch_id']) === first);
+      return { ok: { write, responses: mine } };
     } catch (e) {
       return { err: { code: -1, details: `watch: ${(e as Error).message}; got ${show(msgs)}` } };
     } finally {
@@ -612,6 +688,17 @@ const ALLOWED_DIFFERENCES: AllowedDifference[] = [
   },
 ];
 
+/** The allowance that explains a step's difference; a live watch's by its write's, if its events agree. */
+function allowedDifference(step: Step, ref: unknown, subj: unknown): AllowedDifference | undefined {
+  if (step.kind === 'WatchLive') {
+    const r = (ref as { ok?: { responses: unknown; write: unknown } }).ok;
+    const s = (subj as { ok?: { responses: unknown; write: unknown } }).ok;
+    if (r === undefined || s === undefined || JSON.stringify(r.responses) !== JSON.stringify(s.responses)) return undefined;
+    return allowedDifference(step.inner!, r.write, s.write);
+  }
+  return ALLOWED_DIFFERENCES.find((d) => d.applies(step, ref, subj));
+}
+
 // ---------------------------------------------------------------------------------------------
 
 const live = new Set<EtcdMember>();
@@ -649,9 +736,9 @@ async function runSeed(seed: number, ops: number): Promise<{ tolerated: string[]
       const [a, b] = await Promise.all([refSide.run(step), subjSide.run(step)]);
       const sa = JSON.stringify(a.norm, null, 2);
       const sb = JSON.stringify(b.norm, null, 2);
-      const line = `#${i} ${step.kind} ${show(step.req)}`;
+      const line = `#${i} ${step.kind} ${show(step.req)}${step.inner ? ` then ${step.inner.kind} ${show(step.inner.req)}` : ''}`;
       if (sa !== sb) {
-        const allowed = ALLOWED_DIFFERENCES.find((d) => d.applies(step, a.norm, b.norm));
+        const allowed = allowedDifference(step, a.norm, b.norm);
         if (allowed === undefined) {
           throw new Error(
             `seed ${seed}: step ${i} differs ('-' etcd ${REFERENCE_BIN}, '+' ${etcdBin()})\n` +
