@@ -74,7 +74,6 @@ function prefixEnd(p: Buffer): Buffer {
 
 // Enums go as numbers: the etcd3 package's proto renames etcd's enum values.
 const CMP_TARGET_FIELD = ['version', 'create_revision', 'mod_revision', 'value', 'lease'] as const;
-const LEASE_TARGET = 4;
 const CMP_EQUAL = 0;
 const CMP_NOT_EQUAL = 3;
 const FILTER_NOPUT = 0;
