@@ -462,6 +462,18 @@ class Generator {
 
 type Outcome = { ok: unknown } | { err: { code: number; details: string } };
 
+/** What a watch step's driver sees of its stream. */
+interface WatchPair {
+  msgs: Msg[];
+  createdIds: () => string[];
+  readUntil: (done: () => boolean, what: string) => Promise<void>;
+}
+
+/** Whether a watch response carries an event at revision rev or later. */
+function eventAtOrAfter(m: Msg, rev: number): boolean {
+  return ((m['events'] as Msg[] | undefined) ?? []).some((e) => Number((e['kv'] as Msg)['mod_revision']) >= rev);
+}
+
 function errOutcome(e: unknown): Outcome {
   if (isRpcError(e)) return { err: { code: e.code, details: e.details } };
   return { err: { code: -1, details: `client error: ${(e as Error).message}` } };
@@ -529,42 +541,15 @@ class Side {
    * (etcd syncs all unsynced watchers of a stream in one pass, so the first one's replay is sent by
    * then). Returns the first watcher's responses.
    */
-  private async watch(create: Msg, until: number): Promise<Outcome> {
-    const stream = this.client.bidi('Watch', 'Watch', 15_000);
-    const reader = new StreamReader(stream, 1_000);
-    const msgs: Msg[] = [];
-    try {
-      stream.write({ create_request: create });
-      stream.write({ create_request: { key: ZERO, range_end: ZERO, start_revision: until } });
-      // Created responses come in request order; a create etcd refuses (an empty range) is
-      // answered with watch ID -1, so the second watcher's ID is the second created response's.
-      const createdIds = (): string[] => msgs.filter((m) => m['created'] === true).map((m) => String(m['watch_id']));
-      const sentinelDone = (): boolean => {
-        const ids = createdIds();
-        if (ids.length < 2) return false;
-        return msgs.some(
-          (m) =>
-            m['watch_id'] === ids[1] &&
-            (m['canceled'] === true || ((m['events'] as Msg[] | undefined) ?? []).some((e) => Number((e['kv'] as Msg)['mod_revision']) >= until)),
-        );
-      };
-      const deadline = Date.now() + 5_000;
-      while (!sentinelDone()) {
-        const left = deadline - Date.now();
-        if (left <= 0) throw new Error('replay did not reach the current revision within 5 s');
-        msgs.push(await reader.next(left));
-      }
+  private watch(create: Msg, until: number): Promise<Outcome> {
+    return this.watchPair(create, { key: ZERO, range_end: ZERO, start_revision: until }, async (w) => {
+      await w.readUntil(() => {
+        const ids = w.createdIds();
+        return ids.length >= 2 && w.msgs.some((m) => m['watch_id'] === ids[1] && (m['canceled'] === true || eventAtOrAfter(m, until)));
+      }, 'replay did not reach the current revision');
       await sleepMs(50);
-      while (reader.pending() > 0) msgs.push(await reader.next(100));
-      const [first, second] = createdIds();
-      // The first watcher's responses; if both got -1 (never for the second), its create response.
-      const mine = first === second ? msgs.filter((m) => m['created'] === true).slice(0, 1) : msgs.filter((m) => String(m['watch_id']) === first);
-      return { ok: { responses: mine } };
-    } catch (e) {
-      return { err: { code: -1, details: `watch: ${(e as Error).message}; got ${show(msgs)}` } };
-    } finally {
-      stream.cancel();
-    }
+      return {};
+    });
   }
 
   /**
@@ -572,40 +557,51 @@ class Side {
    * sends the write once both are created, and waits for the second one's event at the write's
    * revision (if it wrote). Returns the write's outcome and the first watcher's responses.
    */
-  private async watchLive(create: Msg, inner: Step): Promise<Outcome> {
-    const stream = this.client.bidi('Watch', 'Watch', 15_000);
-    const reader = new StreamReader(stream, 1_000);
-    const msgs: Msg[] = [];
-    try {
-      stream.write({ create_request: create });
-      stream.write({ create_request: { key: ZERO, range_end: ZERO } });
-      const createdIds = (): string[] => msgs.filter((m) => m['created'] === true).map((m) => String(m['watch_id']));
-      const deadline = Date.now() + 5_000;
-      const until = async (done: () => boolean, what: string): Promise<void> => {
-        while (!done()) {
-          const left = deadline - Date.now();
-          if (left <= 0) throw new Error(`${what} within 5 s`);
-          msgs.push(await reader.next(left));
-        }
-      };
-      await until(() => createdIds().length >= 2, 'watchers not created');
+  private watchLive(create: Msg, inner: Step): Promise<Outcome> {
+    return this.watchPair(create, { key: ZERO, range_end: ZERO }, async (w) => {
+      await w.readUntil(() => w.createdIds().length >= 2, 'watchers not created');
       const { raw: write } = await this.run(inner);
       const header = 'ok' in write ? ((write.ok as Msg)['header'] as Msg | undefined) : undefined;
       const rev = Number(header?.['revision'] ?? 0);
       if (rev > inner.rev) {
-        const sentinel = createdIds()[1];
-        await until(
-          () => msgs.some((m) => m['watch_id'] === sentinel && ((m['events'] as Msg[] | undefined) ?? []).some((e) => Number((e['kv'] as Msg)['mod_revision']) >= rev)),
-          `no event at revision ${rev}`,
-        );
+        const sentinel = w.createdIds()[1];
+        await w.readUntil(() => w.msgs.some((m) => m['watch_id'] === sentinel && eventAtOrAfter(m, rev)), `no event at revision ${rev}`);
         await sleepMs(30);
       } else {
         await sleepMs(80);
       }
+      return { write };
+    });
+  }
+
+  /**
+   * One stream with the watcher under test and a sentinel watcher after it; `drive` reads until the
+   * sentinel says the step is over. Returns what `drive` adds and the first watcher's responses.
+   */
+  private async watchPair(create: Msg, sentinel: Msg, drive: (w: WatchPair) => Promise<Msg>): Promise<Outcome> {
+    const stream = this.client.bidi('Watch', 'Watch', 15_000);
+    const reader = new StreamReader(stream, 1_000);
+    const msgs: Msg[] = [];
+    const deadline = Date.now() + 5_000;
+    // Created responses come in request order; a create etcd refuses (an empty range) is
+    // answered with watch ID -1, so the sentinel's ID is the second created response's.
+    const createdIds = (): string[] => msgs.filter((m) => m['created'] === true).map((m) => String(m['watch_id']));
+    const readUntil = async (done: () => boolean, what: string): Promise<void> => {
+      while (!done()) {
+        const left = deadline - Date.now();
+        if (left <= 0) throw new Error(`${what} within 5 s`);
+        msgs.push(await reader.next(left));
+      }
+    };
+    try {
+      stream.write({ create_request: create });
+      stream.write({ create_request: sentinel });
+      const extra = await drive({ msgs, createdIds, readUntil });
       while (reader.pending() > 0) msgs.push(await reader.next(100));
       const [first, second] = createdIds();
+      // The first watcher's responses; if both got -1 (never for the sentinel), its create response.
       const mine = first === second ? msgs.filter((m) => m['created'] === true).slice(0, 1) : msgs.filter((m) => String(m['watch_id']) === first);
-      return { ok: { write, responses: mine } };
+      return { ok: { ...extra, responses: mine } };
     } catch (e) {
       return { err: { code: -1, details: `watch: ${(e as Error).message}; got ${show(msgs)}` } };
     } finally {
@@ -626,7 +622,8 @@ interface AllowedDifference {
   /** True if this step's difference is the deliberate one. */
   applies: (step: Step, ref: unknown, subj: unknown) => boolean;
 }
-type Outcome2 = { ok?: Msg; err?: { code: number; details: string } };
+/** An outcome as the allowed-difference checks read it (either side may be missing). */
+type OutcomeView = { ok?: Msg; err?: { code: number; details: string } };
 const PUT_CHECK_ERRORS = new Set(['etcdserver: key not found', 'etcdserver: requested lease not found']);
 const RANGE_CHECK_ERRORS = new Set(['etcdserver: mvcc: required revision is a future revision', 'etcdserver: mvcc: required revision has been compacted']);
 
@@ -642,7 +639,7 @@ function txnOps(t: Msg): Msg[] {
 
 /** DELETE events at `rev` left out, and responses left without events dropped. */
 function withoutDeletesAt(o: unknown, rev: number): unknown {
-  const ok = (o as Outcome2).ok;
+  const ok = (o as OutcomeView).ok;
   if (ok === undefined) return o;
   const responses = (ok['responses'] as Msg[]).flatMap((r) => {
     const events = r['events'] as Msg[];
@@ -660,8 +657,8 @@ const ALLOWED_DIFFERENCES: AllowedDifference[] = [
       'decides the error); 3.4 checks every put of the txn before any range (applierV3backend.Txn runs ' +
       'checkRequests with checkPut, then with checkRange)',
     applies: (step, ref, subj) => {
-      const r = (ref as Outcome2).err;
-      const s = (subj as Outcome2).err;
+      const r = (ref as OutcomeView).err;
+      const s = (subj as OutcomeView).err;
       if (step.kind !== 'Txn' || r === undefined || s === undefined) return false;
       if (!PUT_CHECK_ERRORS.has(r.details) || !RANGE_CHECK_ERRORS.has(s.details)) return false;
       // Some range that fails the check comes before some put in the txn.
