@@ -31,6 +31,7 @@ function serverConfig(c: Config): ServerConfig {
   return {
     name: c.name,
     dataDir: c.dataDir,
+    walDir: c.walDir,
     initialAdvertisePeerUrls: c.initialAdvertisePeerUrls.map((u) => u.text),
     advertiseClientUrls: c.advertiseClientUrls.map((u) => u.text),
     initialCluster,

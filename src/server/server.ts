@@ -45,6 +45,8 @@ export interface ServerConfig {
   /** name -> peer URLs */
   initialCluster: Map<string, string[]>;
   initialClusterState: 'new' | 'existing';
+  /** --wal-dir; empty: <dataDir>/member/wal. */
+  walDir?: string;
   initialClusterToken: string;
   maxRequestBytes: number;
   maxTxnOps: number;
@@ -147,7 +149,8 @@ export class EtcdServer implements EtcdServerApi {
 
   static async start(cfg: ServerConfig, log: Logger, metrics: EtcdMetrics | null = null): Promise<EtcdServer> {
     const memberDir = path.join(cfg.dataDir, 'member');
-    const walDir = path.join(memberDir, 'wal');
+    // --wal-dir puts the log elsewhere (a dedicated disk), as etcd's does.
+    const walDir = cfg.walDir ? cfg.walDir : path.join(memberDir, 'wal');
     const snapDir = path.join(memberDir, 'snap');
     fs.mkdirSync(snapDir, { recursive: true, mode: 0o700 });
     const wal = Wal.open(walDir);
