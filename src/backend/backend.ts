@@ -357,9 +357,21 @@ export class Backend {
   }
 
   setConsistentIndex(index: number): void {
+    if (!(index >= this.ci)) assert.fail(`consistent index going back: ${index} < ${this.ci}`);
+    this.writeConsistentIndex(index);
+  }
+
+  /**
+   * Sets the consistent index to any value, lower too: only for a database leaving its Raft log
+   * behind (a snapshot restored into a new cluster starts its log over).
+   */
+  resetConsistentIndex(index: number): void {
+    this.writeConsistentIndex(index);
+  }
+
+  private writeConsistentIndex(index: number): void {
     assert(this.depth > 0, 'setConsistentIndex outside batch()');
     assert(Number.isSafeInteger(index) && index >= 0);
-    if (!(index >= this.ci)) assert.fail(`consistent index going back: ${index} < ${this.ci}`);
     // putSync copies key and value into the transaction: one scratch buffer serves every call.
     CI_SCRATCH.writeUInt32BE(Math.floor(index / 2 ** 32), 0);
     CI_SCRATCH.writeUInt32BE(index >>> 0, 4);
@@ -438,6 +450,13 @@ export class Backend {
       }
     }
     return h.digest();
+  }
+
+  /** The sub-databases the file holds, by name (LMDB's main database lists them). */
+  subDbNames(): string[] {
+    const names: string[] = [];
+    for (const key of this.env.getKeys({})) names.push(Buffer.from(key).toString());
+    return names.sort();
   }
 
   /**

@@ -78,6 +78,15 @@ export class Members {
     this.persist(m);
   }
 
+  /** Forgets every member, removed ones too (a snapshot restored into a new cluster). Only inside a backend batch. */
+  clear(): void {
+    // Keys first: no removal under an open cursor.
+    for (const key of [...this.db.getKeys({})]) this.db.removeSync(key);
+    for (const key of [...this.removedDb.getKeys({})]) this.removedDb.removeSync(key);
+    this.members.clear();
+    this.removed.clear();
+  }
+
   remove(id: bigint): void {
     this.members.delete(id);
     this.removed.add(id);

@@ -49,6 +49,12 @@ export const KEY_DB = 'key';
 const KEY_DB_NAME_BYTES = Buffer.from(KEY_DB);
 const META_SCHEDULED_COMPACT = 'scheduledCompactRev';
 const META_FINISHED_COMPACT = 'finishedCompactRev';
+/**
+ * The revision a restored store starts from when `etcdutl snapshot restore --bump-revision` raised
+ * it above its last record (etcd writes an empty record at that revision instead; ours would read
+ * as a key).
+ */
+const META_RESTORED_REVISION = 'restoredRevision';
 /** Records deleted per physical compaction step (etcd's compaction-batch-limit default). */
 const COMPACTION_BATCH_LIMIT = 1000;
 /** Pause between physical compaction steps so applies keep flowing (etcd's default). */
@@ -470,12 +476,35 @@ export class MvccStore {
     }
     this.restoredLeases = leased;
     this.currentRev = lastMain;
+    const restoredRaw = this.backend.metaGet(META_RESTORED_REVISION);
+    if (restoredRaw) this.currentRev = Math.max(this.currentRev, bytesToRev(restoredRaw).main);
     // Compaction may have removed every record up to the compact revision.
     if (this.currentRev < this.compactMainRev) this.currentRev = this.compactMainRev;
     if (scheduled <= this.compactMainRev) scheduled = 0;
     if (scheduled !== 0) {
       this.scheduleCompaction(scheduled).catch(() => undefined);
     }
+  }
+
+  /**
+   * `etcdutl snapshot restore --bump-revision N --mark-compacted`, on a database no server has
+   * open: the next write gets the latest revision + N + 1, and history up to latest + N is
+   * compacted when a server opens the database (watchers and readers of older revisions get
+   * "compacted" and start over, e.g. kube-apiserver's caches relist). Returns the new revision.
+   */
+  static async bumpRevisionForRestore(backend: Backend, amount: number): Promise<{ latest: number; bumped: number }> {
+    assert(Number.isSafeInteger(amount) && amount > 0);
+    const store = new MvccStore(backend);
+    // A compaction the snapshot had scheduled is left for the server (it compacts at `bumped`).
+    await store.close();
+    const latest = store.currentRev;
+    const bumped = latest + amount;
+    assert(Number.isSafeInteger(bumped));
+    backend.batch(() => {
+      backend.metaPut(META_RESTORED_REVISION, revMetaBytes(bumped));
+      backend.metaPut(META_SCHEDULED_COMPACT, revMetaBytes(bumped));
+    });
+    return { latest, bumped };
   }
 
   /** After the backend was replaced by a leader's snapshot: rebuild everything from it. */

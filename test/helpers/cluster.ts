@@ -250,6 +250,8 @@ export interface ClusterOptions {
   lifetimeSec?: number;
   /** Sees every chunk of every member's output (logs() keeps only the last 4 MiB). */
   onLog?: ((member: string, chunk: string) => void) | null;
+  /** Runs for each member before its first launch, e.g. to restore a snapshot into its (empty) data dir. */
+  beforeLaunch?: ((member: ClusterMember, initialCluster: string, token: string) => void) | null;
 }
 
 /** Starts of a cluster retried when a member's port was taken before it could bind it. */
@@ -277,6 +279,7 @@ export class Cluster {
       namePrefix: options.namePrefix ?? 'm',
       lifetimeSec: options.lifetimeSec ?? MAX_LIFETIME_SEC,
       onLog: options.onLog ?? null,
+      beforeLaunch: options.beforeLaunch ?? null,
     };
     assert(Number.isInteger(opts.lifetimeSec) && opts.lifetimeSec > 0);
     assert(opts.size >= 1 && opts.size <= MAX_MEMBERS);
@@ -291,6 +294,7 @@ export class Cluster {
       const c = new Cluster(opts);
       for (let i = 0; i < opts.size; i++) c.members.push(await c.prepareMember());
       const initial = c.initialClusterOf(c.members);
+      for (const m of c.members) opts.beforeLaunch?.(m, initial, c.token);
       for (const m of c.members) m.launch(initial, 'new', c.token, opts.args);
       try {
         await Promise.all(c.members.map((m) => m.waitReady(opts.readyTimeoutMs)));

@@ -82,7 +82,7 @@ describe('deploy/Dockerfile', () => {
     }
   });
 
-  it('runs its RUN commands as a script here: npm ci, the TypeScript build, prune; then etcd --version from the PATH', () => {
+  it('runs its RUN commands as a script here: npm ci, the TypeScript build, prune; then etcd --version and etcdutl version from the PATH', () => {
     const work = fs.mkdtempSync(path.join(os.tmpdir(), 'dockerfile-'));
     temps.push(work);
     // Build stage: WORKDIR and COPY emulated in a directory standing for the image's file system.
@@ -136,5 +136,7 @@ describe('deploy/Dockerfile', () => {
     }
     const version = execFileSync(path.join(binDir, 'etcd'), ['--version'], { encoding: 'utf8' });
     expect(version).toMatch(/^etcd Version: 3\./);
+    const utl = execFileSync(path.join(binDir, 'etcdutl'), ['version'], { encoding: 'utf8' });
+    expect(utl).toMatch(/^etcdutl version: 3\./);
   }, 600_000);
 });

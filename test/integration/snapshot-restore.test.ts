@@ -1,0 +1,223 @@
+// Backup and restore as an etcd operator does it: `etcdctl snapshot save` (the real etcdctl 3.4)
+// from a running member, `etcdutl snapshot status`, `etcdutl snapshot restore` into new data
+// directories, and a new cluster started from them serving exactly what the snapshot held.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Cluster, type ClusterMember } from '../helpers/cluster';
+import { REPO_ROOT, startEtcd, type EtcdMember } from '../helpers/etcd-process';
+import { etcdctl, runProcess, type RunResult } from '../helpers/etcdctl';
+
+const ETCDUTL = path.join(REPO_ROOT, 'bin', 'etcdutl');
+const REFERENCE_BIN = '/usr/bin/etcd';
+
+async function ctl(endpoint: string, args: string[]): Promise<string> {
+  const r = await etcdctl(args, { endpoint });
+  if (r.code !== 0) throw new Error(`etcdctl ${args.join(' ')} failed (${r.code}): ${r.stderr}`);
+  return r.stdout;
+}
+
+function etcdutl(args: string[]): Promise<RunResult> {
+  return runProcess(ETCDUTL, args, { timeoutMs: 30_000 });
+}
+
+interface KvJson {
+  key: string;
+  value?: string;
+  create_revision: number;
+  mod_revision: number;
+  version: number;
+  lease?: number;
+}
+
+async function allKvs(endpoint: string, extra: string[] = []): Promise<{ revision: number; kvs: KvJson[] }> {
+  const j = JSON.parse(await ctl(endpoint, ['get', '', '--prefix', '-w', 'json', ...extra])) as { header: { revision: number }; kvs?: KvJson[] };
+  return { revision: j.header.revision, kvs: j.kvs ?? [] };
+}
+
+function restoreInto(file: string, m: ClusterMember, initialCluster: string, token: string, extra: string[] = []): void {
+  fs.rmSync(m.dataDir, { recursive: true, force: true });
+  execFileSync(
+    ETCDUTL,
+    ['snapshot', 'restore', file, `--data-dir=${m.dataDir}`, `--name=${m.name}`, `--initial-cluster=${initialCluster}`, `--initial-cluster-token=${token}`, `--initial-advertise-peer-urls=${m.peerUrl}`, ...extra],
+    { stdio: ['ignore', 'ignore', 'pipe'], timeout: 30_000 },
+  );
+}
+
+describe('etcdutl snapshot restore', () => {
+  let dir = '';
+  let source: EtcdMember;
+  let file = '';
+  let atSnapshot: { revision: number; kvs: KvJson[] };
+  let leaseHex = '';
+  let compactedRev = 0;
+  let sourceClusterId = '';
+  const clusters: Cluster[] = [];
+
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcdutl-restore-'));
+    source = await startEtcd();
+    const ep = source.clientHostPort;
+    await ctl(ep, ['put', 'old', 'gone-by-compaction']);
+    compactedRev = Number(/"revision":(\d+)/.exec(await ctl(ep, ['put', 'old', 'o2', '-w', 'json']))![1]);
+    await ctl(ep, ['compaction', String(compactedRev)]);
+    for (const k of ['a', 'b', 'c', 'dir/x', 'dir/y']) await ctl(ep, ['put', k, `value-of-${k}`]);
+    await ctl(ep, ['put', 'a', 'a-again']);
+    await ctl(ep, ['del', 'b']);
+    leaseHex = /lease ([0-9a-f]+) granted/.exec(await ctl(ep, ['lease', 'grant', '3600']))![1];
+    await ctl(ep, ['put', 'leased', 'lv', `--lease=${leaseHex}`]);
+    await ctl(ep, ['user', 'add', 'alice:secret']);
+    await ctl(ep, ['role', 'add', 'reader']);
+    atSnapshot = await allKvs(ep);
+    sourceClusterId = String((JSON.parse(await ctl(ep, ['endpoint', 'status', '-w', 'json'])) as Array<{ Status: { header: { cluster_id: number } } }>)[0].Status.header.cluster_id);
+    file = path.join(dir, 'backup.db');
+    expect(await ctl(ep, ['snapshot', 'save', file])).toBe(`Snapshot saved at ${file}\n`);
+    // Written after the snapshot: a restore must not have it.
+    await ctl(ep, ['put', 'after-snapshot', 'x']);
+  });
+
+  afterAll(async () => {
+    for (const c of clusters) await c.close();
+    await source?.stop();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('reports the snapshot: revision, records, size', async () => {
+    const r = await etcdutl(['snapshot', 'status', file, '-w', 'json']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const st = JSON.parse(r.stdout) as { hash: number; revision: number; totalKey: number; totalSize: number; version: string };
+    expect(st.revision).toBe(atSnapshot.revision);
+    expect(st.totalSize).toBe(fs.statSync(file).size - 32);
+    expect(st.totalKey).toBeGreaterThanOrEqual(atSnapshot.kvs.length);
+    expect(st.version).toBe('3.6.0');
+    const simple = await etcdutl(['snapshot', 'status', file]);
+    expect(simple.stdout).toMatch(new RegExp(`^${st.hash.toString(16)}, ${st.revision}, ${st.totalKey}, \\d+ kB, 3\\.6\\.0\n$`));
+    const table = (await etcdutl(['snapshot', 'status', file, '--write-out=table'])).stdout.split('\n');
+    expect(table[1]).toMatch(/^\| +HASH +\| REVISION \| TOTAL KEYS \| TOTAL SIZE \| VERSION \|$/);
+    expect(table[3]).toMatch(new RegExp(`^\\| ${st.hash.toString(16)} +\\| +${st.revision} \\| +${st.totalKey} \\| \\d+ kB +\\| 3\\.6\\.0 +\\|$`));
+  });
+
+  it('starts a new 3-member cluster from it with every key, revision, lease and user, and nothing written after', async () => {
+    const c = await Cluster.start({ size: 3, beforeLaunch: (m, initial, token) => restoreInto(file, m, initial, token) });
+    clusters.push(c);
+    const leader = await c.waitLeader();
+    for (const m of c.members) {
+      const got = await allKvs(m.clientHostPort, ['--consistency=s']);
+      expect(got).toEqual(atSnapshot);
+    }
+    const ep = leader.clientHostPort;
+    expect(await ctl(ep, ['lease', 'list'])).toBe(`found 1 leases\n${leaseHex}\n`);
+    expect(await ctl(ep, ['user', 'list'])).toBe('alice\n');
+    expect(await ctl(ep, ['role', 'list'])).toBe('reader\n');
+    const members = (JSON.parse(await ctl(ep, ['member', 'list', '-w', 'json'])) as { header: { cluster_id: number }; members: Array<{ name?: string; peerURLs: string[] }> });
+    expect(members.members.map((m) => m.peerURLs[0]).sort()).toEqual(c.members.map((m) => m.peerUrl).sort());
+    expect(String(members.header.cluster_id)).not.toBe(sourceClusterId);
+    // History before the snapshot's compaction stays compacted; new writes continue its revisions.
+    const r = await etcdctl(['get', 'old', `--rev=${compactedRev - 1}`], { endpoint: ep });
+    expect(r.stderr.trim().split('\n').pop()).toBe('Error: etcdserver: mvcc: required revision has been compacted');
+    expect(await ctl(ep, ['put', 'new', 'n', '-w', 'json'])).toMatch(new RegExp(`"revision":${atSnapshot.revision + 1}[,}]`));
+    // A restored member restarts from its own log after a crash.
+    const other = c.members.find((m) => m !== leader)!;
+    await other.kill9();
+    other.relaunch();
+    await other.waitReady(30_000);
+    await c.waitConverged();
+    const after = await allKvs(other.clientHostPort, ['--consistency=s']);
+    expect(after.revision).toBe(atSnapshot.revision + 1);
+    expect(after.kvs.map((kv) => Buffer.from(kv.key, 'base64').toString())).toContain('new');
+  });
+
+  it('keeps the WAL in --wal-dir when asked', async () => {
+    const walDir = path.join(dir, 'separate-wal');
+    const c = await Cluster.start({
+      size: 1,
+      args: [`--wal-dir=${walDir}`],
+      beforeLaunch: (m, initial, token) => restoreInto(file, m, initial, token, [`--wal-dir=${walDir}`]),
+    });
+    clusters.push(c);
+    const m = c.members[0];
+    await ctl(m.clientHostPort, ['put', 'in-wal-dir', '1']);
+    expect(fs.readdirSync(walDir).some((f) => f.endsWith('.wal'))).toBe(true);
+    expect(fs.existsSync(path.join(m.dataDir, 'member', 'wal'))).toBe(false);
+    await m.kill9();
+    m.relaunch();
+    await m.waitReady(30_000);
+    const got = await allKvs(m.clientHostPort);
+    expect(got.revision).toBe(atSnapshot.revision + 1);
+  });
+
+  it('raises the revision and compacts below it with --bump-revision --mark-compacted (what Kubernetes asks of a restore)', async () => {
+    const bump = 1_000_000;
+    const c = await Cluster.start({
+      size: 1,
+      beforeLaunch: (m, initial, token) => restoreInto(file, m, initial, token, [`--bump-revision=${bump}`, '--mark-compacted']),
+    });
+    clusters.push(c);
+    const ep = c.members[0].clientHostPort;
+    const got = await allKvs(ep);
+    expect(got.revision).toBe(atSnapshot.revision + bump);
+    expect(got.kvs).toEqual(atSnapshot.kvs);
+    const old = await etcdctl(['get', 'a', `--rev=${atSnapshot.revision}`], { endpoint: ep });
+    expect(old.stderr.trim().split('\n').pop()).toBe('Error: etcdserver: mvcc: required revision has been compacted');
+    const status = JSON.parse(await ctl(ep, ['put', 'a', 'after-bump', '-w', 'json'])) as { header: { revision: number } };
+    expect(status.header.revision).toBe(atSnapshot.revision + bump + 1);
+    const r = await etcdutl(['snapshot', 'restore', file, `--data-dir=${path.join(dir, 'd-bump')}`, '--bump-revision=5']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe('Error: --mark-compacted required if --revision-bump > 0\n');
+  });
+
+  it('refuses what etcd refuses, in its words', async () => {
+    const target = (n: string): string => path.join(dir, n);
+    const base = ['--name=m', '--initial-cluster=m=http://127.0.0.1:1', '--initial-advertise-peer-urls=http://127.0.0.1:1'];
+
+    const corrupt = target('corrupt.db');
+    const bytes = fs.readFileSync(file);
+    bytes[100] ^= 0xff;
+    fs.writeFileSync(corrupt, bytes);
+    let r = await etcdutl(['snapshot', 'restore', corrupt, `--data-dir=${target('d-corrupt')}`, ...base]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^Error: expected sha256 \[[0-9 ]+\], got \[[0-9 ]+\]\n$/m);
+    expect(fs.existsSync(target('d-corrupt'))).toBe(false);
+
+    const bare = target('bare.db');
+    fs.writeFileSync(bare, fs.readFileSync(file).subarray(0, fs.statSync(file).size - 32));
+    r = await etcdutl(['snapshot', 'restore', bare, `--data-dir=${target('d-bare')}`, ...base]);
+    expect(r.stderr).toMatch(/^Error: snapshot missing hash but --skip-hash-check=false\n$/m);
+    r = await etcdutl(['snapshot', 'restore', bare, `--data-dir=${target('d-bare')}`, '--skip-hash-check', ...base]);
+    expect(r.code).toBe(0);
+
+    r = await etcdutl(['snapshot', 'restore', file, `--data-dir=${target('d-bare')}`, ...base]);
+    expect(r.stderr).toMatch(new RegExp(`^Error: data-dir "${target('d-bare')}" exists\\n$`, 'm'));
+
+    r = await etcdutl(['snapshot', 'restore', file, `--data-dir=${target('d-name')}`, '--name=nobody', '--initial-cluster=m=http://127.0.0.1:1']);
+    expect(r.stderr).toMatch(/^Error: couldn't find local name "nobody" in the initial cluster configuration\n$/m);
+
+    r = await etcdutl(['snapshot', 'status', target('missing.db')]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toBe(`Error: stat ${target('missing.db')}: no such file or directory\n`);
+  });
+
+  it("says so when given a snapshot of etcd itself (bbolt)", async () => {
+    const ref = await startEtcd({ bin: REFERENCE_BIN });
+    try {
+      await ctl(ref.clientHostPort, ['put', 'k', 'v']);
+      const bolt = path.join(dir, 'etcd-3.4.db');
+      await ctl(ref.clientHostPort, ['snapshot', 'save', bolt]);
+      const r = await etcdutl(['snapshot', 'restore', bolt, `--data-dir=${path.join(dir, 'd-bolt')}`]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain('is a bbolt database (a snapshot of etcd itself)');
+    } finally {
+      await ref.stop();
+    }
+  });
+});
+
+describe('etcdutl version', () => {
+  it('prints the version it reports, as etcdutl does', async () => {
+    const r = await etcdutl(['version']);
+    expect(r.stdout).toBe('etcdutl version: 3.6.14\nAPI version: 3.6\n');
+  });
+});
