@@ -125,6 +125,8 @@ export class Backend {
   /** Opens (creating if needed) the database file at `filePath`. */
   static open(filePath: string, opts?: BackendOptions): Backend {
     fs.mkdirSync(path.dirname(filePath), { recursive: true });
+    // LMDB trusts the file it maps: a foreign one crashes the process (a segmentation fault).
+    assertLmdbFile(filePath);
     return new Backend(filePath, opts?.mapSizeBytes ?? DEFAULT_MAP_SIZE_BYTES, opts ?? {});
   }
 
@@ -594,6 +596,48 @@ export class Backend {
     await this.flushed();
     await this.env.close();
   }
+}
+
+export class BackendFormatError extends Error {}
+
+/** The LMDB lmdb-js builds: a 24-byte page header, then the meta page's magic number. */
+const LMDB_MAGIC_OFFSET = 24;
+const LMDB_MAGIC = 0xbeefc0de;
+/** bbolt (etcd's backend): a 16-byte page header, then the meta page's magic number. */
+const BBOLT_MAGIC_OFFSET = 16;
+const BBOLT_MAGIC = 0xed0cdaed;
+
+/** The database format in `file`'s first page: 'absent' for a missing or empty file (LMDB creates it). */
+export function dbFileFormat(file: string): 'absent' | 'lmdb' | 'bbolt' | 'unknown' {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, 'r');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return 'absent';
+    throw e;
+  }
+  try {
+    const head = Buffer.alloc(LMDB_MAGIC_OFFSET + 4);
+    const n = fs.readSync(fd, head, 0, head.length, 0);
+    if (n === 0) return 'absent';
+    if (n >= LMDB_MAGIC_OFFSET + 4 && head.readUInt32LE(LMDB_MAGIC_OFFSET) === LMDB_MAGIC) return 'lmdb';
+    if (n >= BBOLT_MAGIC_OFFSET + 4 && head.readUInt32LE(BBOLT_MAGIC_OFFSET) === BBOLT_MAGIC) return 'bbolt';
+    return 'unknown';
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Throws BackendFormatError unless `file` is absent, empty or an LMDB database (reads only). */
+export function assertLmdbFile(file: string): void {
+  const format = dbFileFormat(file);
+  if (format === 'bbolt') {
+    throw new BackendFormatError(
+      `${file} is a bbolt database of etcd itself, not of etcd-ts: this is an etcd data directory, which etcd-ts cannot use in place ` +
+        '(take a snapshot from etcd with `etcdctl snapshot save` and restore it with `etcdutl snapshot restore` into a new data directory)',
+    );
+  }
+  if (format === 'unknown') throw new BackendFormatError(`${file} is not an etcd-ts database (no LMDB header); refusing to open it`);
 }
 
 interface LmdbTreeStats {

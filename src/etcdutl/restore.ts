@@ -6,13 +6,13 @@
 import assert from 'node:assert';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Backend } from '../backend/backend';
+import { Backend, dbFileFormat } from '../backend/backend';
 import type { Logger } from '../log';
 import { computeClusterId, computeMemberId } from '../membership/ids';
 import { Members, type Member } from '../membership/members';
 import { MvccStore } from '../mvcc/store';
 import { Wal } from '../wal/wal';
-import { copyVerifiedDb, dbFormatOf, SnapshotFileError } from './snapshot_file';
+import { copyVerifiedDb, SnapshotFileError } from './snapshot_file';
 
 export interface RestoreOptions {
   snapshotPath: string;
@@ -63,7 +63,7 @@ export async function restoreSnapshot(o: RestoreOptions, log: Logger): Promise<R
   const defaultWalDir = path.join(o.dataDir, 'member', 'wal');
   if (o.walDir !== defaultWalDir && fs.existsSync(o.walDir)) throw new SnapshotFileError(`wal-dir "${o.walDir}" exists`);
   if (!fs.existsSync(o.snapshotPath)) throw new SnapshotFileError(`stat ${o.snapshotPath}: no such file or directory`);
-  const format = dbFormatOf(o.snapshotPath);
+  const format = dbFileFormat(o.snapshotPath);
   if (format === 'bbolt') {
     throw new SnapshotFileError(`${o.snapshotPath} is a bbolt database (a snapshot of etcd itself); this etcdutl restores snapshots of etcd-ts only`);
   }

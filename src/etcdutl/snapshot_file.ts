@@ -8,34 +8,12 @@ import fs from 'node:fs';
 const SHA256_BYTES = 32;
 const SECTOR_BYTES = 512;
 const COPY_CHUNK_BYTES = 1024 * 1024;
-/** LMDB's meta page (the LMDB lmdb-js builds): a 24-byte page header, then mm_magic. */
-const LMDB_MAGIC_OFFSET = 24;
-const LMDB_MAGIC = 0xbeefc0de;
-/** bbolt's meta page: page header (16 bytes), then magic. */
-const BBOLT_MAGIC_OFFSET = 16;
-const BBOLT_MAGIC = 0xed0cdaed;
 
 export class SnapshotFileError extends Error {}
 
 /** etcd's hasChecksum: a trailer is there when the size is 32 past a sector boundary. */
 export function hasChecksum(sizeBytes: number): boolean {
   return sizeBytes % SECTOR_BYTES === SHA256_BYTES;
-}
-
-export type DbFormat = 'lmdb' | 'bbolt' | 'unknown';
-
-/** Which database the file holds, from its first meta page's magic number. */
-export function dbFormatOf(file: string): DbFormat {
-  const fd = fs.openSync(file, 'r');
-  try {
-    const head = Buffer.alloc(32);
-    const n = fs.readSync(fd, head, 0, head.length, 0);
-    if (n >= LMDB_MAGIC_OFFSET + 4 && head.readUInt32LE(LMDB_MAGIC_OFFSET) === LMDB_MAGIC) return 'lmdb';
-    if (n >= BBOLT_MAGIC_OFFSET + 4 && head.readUInt32LE(BBOLT_MAGIC_OFFSET) === BBOLT_MAGIC) return 'bbolt';
-    return 'unknown';
-  } finally {
-    fs.closeSync(fd);
-  }
 }
 
 /**

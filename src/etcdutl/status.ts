@@ -4,10 +4,10 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Backend } from '../backend/backend';
+import { Backend, dbFileFormat } from '../backend/backend';
 import { ETCD_STORAGE_VERSION } from '../config/version';
 import { MvccStore } from '../mvcc/store';
-import { copyVerifiedDb, dbFormatOf, SnapshotFileError } from './snapshot_file';
+import { copyVerifiedDb, SnapshotFileError } from './snapshot_file';
 
 export interface SnapshotStatus {
   hash: number;
@@ -19,7 +19,7 @@ export interface SnapshotStatus {
 
 export async function snapshotStatus(snapshotPath: string): Promise<SnapshotStatus> {
   if (!fs.existsSync(snapshotPath)) throw new SnapshotFileError(`stat ${snapshotPath}: no such file or directory`);
-  const format = dbFormatOf(snapshotPath);
+  const format = dbFileFormat(snapshotPath);
   if (format === 'bbolt') throw new SnapshotFileError(`${snapshotPath} is a bbolt database (a snapshot of etcd itself); this etcdutl reads snapshots of etcd-ts only`);
   if (format !== 'lmdb') throw new SnapshotFileError(`${snapshotPath} is not a snapshot file (no database header)`);
   // Read a private copy: opening the file itself would create LMDB's lock file next to it, and

@@ -6,7 +6,7 @@ import type * as grpc from '@grpc/grpc-js';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Backend } from '../backend/backend';
+import { assertLmdbFile, Backend } from '../backend/backend';
 import { EtcdError, etcdError } from '../errors';
 import { Lessor, MAX_LEASE_TTL_SEC } from '../lease/lessor';
 import { formatGoDurationMs, type LogFields, type Logger } from '../log';
@@ -16,7 +16,7 @@ import { decodeInternalRequest, encodeInternalRequest } from '../pb/internal';
 import type * as pb from '../pb/types';
 import { ConfChangeType, EntryType, MemoryStorage, RawNode, StateType, decodeConfChange } from '../raft';
 import type { ConfChange, Entry, Message, ReadState, Snapshot, SoftState } from '../raft';
-import { Wal } from '../wal/wal';
+import { assertWalDirNotEtcd, Wal } from '../wal/wal';
 import { createCompactor, type Compactor } from '../compactor';
 import { PeerTransport, fetchMemberInfo, type TransportMetrics } from '../transport';
 import { MessageType } from '../raft';
@@ -152,6 +152,9 @@ export class EtcdServer implements EtcdServerApi {
     // --wal-dir puts the log elsewhere (a dedicated disk), as etcd's does.
     const walDir = cfg.walDir ? cfg.walDir : path.join(memberDir, 'wal');
     const snapDir = path.join(memberDir, 'snap');
+    // A data directory of etcd itself has the same layout: refuse it before anything is written.
+    assertWalDirNotEtcd(walDir);
+    assertLmdbFile(path.join(snapDir, 'db'));
     fs.mkdirSync(snapDir, { recursive: true, mode: 0o700 });
     const wal = Wal.open(walDir);
     const haveWal = wal.hasIdentity();

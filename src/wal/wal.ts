@@ -139,6 +139,34 @@ function decodeEntryPayload(p: Buffer): Entry {
   return { term, index, type: p.readUInt8(16), data };
 }
 
+export class WalFormatError extends Error {}
+
+/** etcd's segments begin with a walpb.Record of type crcType: protobuf bytes 08 04 after its 8-byte length. */
+const ETCD_SEGMENT_SIGNATURE_OFFSET = 8;
+
+/** Throws WalFormatError if `dir` holds WAL segments of etcd itself (reads only). */
+export function assertWalDirNotEtcd(dir: string): void {
+  if (!fs.existsSync(dir)) return;
+  for (const seg of listSegments(dir)) assertNotEtcdSegment(seg.file);
+}
+
+function assertNotEtcdSegment(file: string): void {
+  const head = Buffer.alloc(ETCD_SEGMENT_SIGNATURE_OFFSET + 2);
+  const fd = fs.openSync(file, 'r');
+  let n = 0;
+  try {
+    n = fs.readSync(fd, head, 0, head.length, 0);
+  } finally {
+    fs.closeSync(fd);
+  }
+  if (n === head.length && head[ETCD_SEGMENT_SIGNATURE_OFFSET] === 0x08 && head[ETCD_SEGMENT_SIGNATURE_OFFSET + 1] === 0x04) {
+    throw new WalFormatError(
+      `${file} is a WAL segment of etcd itself, not of etcd-ts: this is an etcd data directory, which etcd-ts cannot use in place ` +
+        '(take a snapshot from etcd with `etcdctl snapshot save` and restore it with `etcdutl snapshot restore` into a new data directory)',
+    );
+  }
+}
+
 /** Replay state while reading segments in order. */
 class Replay {
   identity: WalIdentity | null = null;
@@ -292,8 +320,16 @@ export class Wal {
       return new Wal(dir, segmentBytes, [{ seq: 0, firstIndex: 1, file }], fd, 0, null);
     }
     const last = segs[segs.length - 1];
+    // etcd's own WAL uses the same file names; read as ours it is one long torn tail, and cutting
+    // that off would erase it. Refuse before anything is written.
+    for (const seg of segs) assertNotEtcdSegment(seg.file);
     const buf = fs.readFileSync(last.file);
     const intact = scanSegment(buf, () => {});
+    if (intact === 0 && buf.some((b) => b !== 0)) {
+      // Every segment of ours starts with a record written and synced before the segment is used:
+      // a first record that does not read is not a torn write, and what follows is not ours to cut.
+      throw new WalFormatError(`WAL segment ${last.file} does not begin with a record of etcd-ts; refusing to start rather than cut it off`);
+    }
     const fd = fs.openSync(last.file, 'r+');
     if (intact < buf.length) {
       // Whatever follows the last intact record was never acknowledged: make the file end there,

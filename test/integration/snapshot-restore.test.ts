@@ -2,6 +2,7 @@
 // from a running member, `etcdutl snapshot status`, `etcdutl snapshot restore` into new data
 // directories, and a new cluster started from them serving exactly what the snapshot held.
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -219,5 +220,43 @@ describe('etcdutl version', () => {
   it('prints the version it reports, as etcdutl does', async () => {
     const r = await etcdutl(['version']);
     expect(r.stdout).toBe('etcdutl version: 3.6.14\nAPI version: 3.6\n');
+  });
+});
+
+describe('a data directory of etcd itself', () => {
+  /** Every file under `dir` with the sha256 of its bytes. */
+  function fingerprint(dir: string): Record<string, string> {
+    const out: Record<string, string> = {};
+    const walk = (d: string): void => {
+      for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+        const p = path.join(d, e.name);
+        if (e.isDirectory()) walk(p);
+        else out[path.relative(dir, p)] = createHash('sha256').update(fs.readFileSync(p)).digest('hex');
+      }
+    };
+    walk(dir);
+    return out;
+  }
+
+  it('is refused with a message saying what to do, and left byte for byte as it was', async () => {
+    const ref = await startEtcd({ bin: REFERENCE_BIN });
+    await ctl(ref.clientHostPort, ['put', 'k', 'v']);
+    await ref.stop();
+    const before = fingerprint(ref.dataDir);
+    expect(Object.keys(before).some((f) => f.endsWith('.wal'))).toBe(true);
+    const ours = (): Promise<RunResult> => runProcess(path.join(REPO_ROOT, 'bin', 'etcd'), [`--data-dir=${ref.dataDir}`, '--listen-client-urls=http://127.0.0.1:0', '--advertise-client-urls=http://127.0.0.1:2379', '--listen-peer-urls=http://127.0.0.1:0'], { timeoutMs: 30_000 });
+    let r = await ours();
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('is a WAL segment of etcd itself, not of etcd-ts');
+    expect(r.stderr).toContain('etcdutl snapshot restore');
+    expect(fingerprint(ref.dataDir)).toEqual(before);
+
+    // Without its WAL, the bbolt database is recognised too (LMDB would crash on it).
+    for (const f of Object.keys(before).filter((x) => x.endsWith('.wal'))) fs.rmSync(path.join(ref.dataDir, f));
+    const withoutWal = fingerprint(ref.dataDir);
+    r = await ours();
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('is a bbolt database of etcd itself, not of etcd-ts');
+    expect(fingerprint(ref.dataDir)).toEqual(withoutWal);
   });
 });

@@ -151,6 +151,21 @@ describe('WAL', () => {
     await wal.close();
   });
 
+  it("refuses, without writing, a segment whose first record is not ours (etcd's WAL has the same file names)", () => {
+    const dir = tmp();
+    const file = path.join(dir, '0000000000000000-0000000000000000.wal');
+    // etcd's first record: an 8-byte length, then walpb.Record{type: crcType} (08 04 ...).
+    const etcdHead = Buffer.concat([Buffer.from('0400000000000084080410000000000020000000000000000801', 'hex'), Buffer.alloc(64, 7)]);
+    fs.writeFileSync(file, etcdHead);
+    expect(() => Wal.open(dir)).toThrow(/is a WAL segment of etcd itself, not of etcd-ts/);
+    expect(fs.readFileSync(file)).toEqual(etcdHead);
+    // Anything else that does not begin with a record: refused too, not cut off as a torn tail.
+    const garbage = Buffer.concat([Buffer.from('not a wal record at all'), Buffer.alloc(100, 1)]);
+    fs.writeFileSync(file, garbage);
+    expect(() => Wal.open(dir)).toThrow(/does not begin with a record of etcd-ts/);
+    expect(fs.readFileSync(file)).toEqual(garbage);
+  });
+
   it('starts new segments as it grows, reads across them, and compaction deletes the old ones', async () => {
     const dir = tmp();
     let wal = Wal.open(dir, { segmentBytes: 4096 });
