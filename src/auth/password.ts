@@ -1,6 +1,7 @@
-// Password hashes with node:crypto scrypt. Our database never meets etcd's files, so bcrypt
-// compatibility is not needed; the format names its parameters so they can change later.
+// Password hashes with node:crypto scrypt; the format names its parameters so they can change
+// later. bcrypt hashes (etcd's, kept by users restored from a snapshot of etcd) are verified too.
 import crypto from 'node:crypto';
+import { isBcryptHash, verifyBcrypt } from './bcrypt';
 
 const SALT_BYTES = 16;
 const HASH_BYTES = 32;
@@ -25,8 +26,10 @@ export async function hashPassword(password: string): Promise<string> {
   return `scrypt$${SCRYPT_N}$${salt.toString('base64')}$${hash.toString('base64')}`;
 }
 
-/** False for a wrong password and for hashes we cannot read (e.g. etcd's bcrypt). */
+/** False for a wrong password and for hashes we cannot read. */
 export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+  // etcd's own hashes, kept by users restored from a snapshot of etcd (etcdutl).
+  if (isBcryptHash(stored)) return verifyBcrypt(password, stored);
   const parts = stored.split('$');
   if (parts.length !== 4 || parts[0] !== 'scrypt') return false;
   const n = Number(parts[1]);

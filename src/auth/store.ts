@@ -154,6 +154,28 @@ export class AuthStore {
     this.db.putSync(Buffer.from(ROLE_PREFIX + r.name), Buffer.from(JSON.stringify(json)));
   }
 
+  /**
+   * Fills an empty store with users, roles, the enabled flag and the auth revision read from
+   * another database (etcdutl restoring a snapshot of etcd). Only inside a backend batch.
+   */
+  loadRestored(users: readonly UserRecord[], roles: readonly RoleRecord[], enabled: boolean, revision: number): void {
+    assert(this.users.size === 0 && this.roles.size === 0 && !this.enabled && this.rev === 0, 'loadRestored into a store that has data');
+    assert(Number.isSafeInteger(revision) && revision >= 0);
+    for (const u of users) this.putUser(u);
+    for (const r of roles) this.putRole(r);
+    const b = Buffer.alloc(8);
+    b.writeBigUInt64BE(BigInt(revision));
+    this.db.putSync(REVISION_KEY, b);
+    this.rev = revision;
+    if (enabled) {
+      const root = this.users.get(ROOT_USER);
+      assert(root !== undefined && root.roles.includes(ROOT_ROLE), 'auth enabled without a root user in the root role');
+      this.db.putSync(ENABLED_KEY, Buffer.from([1]));
+      this.enabled = true;
+    }
+    this.permCache.clear();
+  }
+
   // ------------------------------------------------------------ apply-side mutations
 
   enable(): void {
