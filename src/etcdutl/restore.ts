@@ -1,8 +1,9 @@
-// `etcdutl snapshot restore`: a new member's data directory from a snapshot file, as etcd builds
-// it. The database keeps every key, revision, lease, user and alarm; the membership is replaced by
-// the one --initial-cluster names (a new cluster, new IDs computed as etcd does), and the Raft log
-// starts from a snapshot at index N = number of members, term 1, with the consistent index at N,
-// so the restored state is what the first leader of the new cluster serves.
+// `etcdutl snapshot restore`: a new member's data directory from a snapshot file (of etcd-ts, or of
+// etcd itself: see import_etcd.ts), as etcd builds it. The database keeps every key, revision,
+// lease, user and alarm; the membership is replaced by the one --initial-cluster names (a new
+// cluster, new IDs computed as etcd does), and the Raft log starts from a snapshot at index N =
+// number of members, term 1, with the consistent index at N, so the restored state is what the
+// first leader of the new cluster serves.
 import assert from 'node:assert';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -12,6 +13,7 @@ import { computeClusterId, computeMemberId } from '../membership/ids';
 import { Members, type Member } from '../membership/members';
 import { MvccStore } from '../mvcc/store';
 import { Wal } from '../wal/wal';
+import { importEtcdDb } from './import_etcd';
 import { copyVerifiedDb, SnapshotFileError } from './snapshot_file';
 
 export interface RestoreOptions {
@@ -64,10 +66,7 @@ export async function restoreSnapshot(o: RestoreOptions, log: Logger): Promise<R
   if (o.walDir !== defaultWalDir && fs.existsSync(o.walDir)) throw new SnapshotFileError(`wal-dir "${o.walDir}" exists`);
   if (!fs.existsSync(o.snapshotPath)) throw new SnapshotFileError(`stat ${o.snapshotPath}: no such file or directory`);
   const format = dbFileFormat(o.snapshotPath);
-  if (format === 'bbolt') {
-    throw new SnapshotFileError(`${o.snapshotPath} is a bbolt database (a snapshot of etcd itself); this etcdutl restores snapshots of etcd-ts only`);
-  }
-  if (format !== 'lmdb') throw new SnapshotFileError(`${o.snapshotPath} is not a snapshot file (no database header)`);
+  if (format !== 'lmdb' && format !== 'bbolt') throw new SnapshotFileError(`${o.snapshotPath} is not a snapshot file (no database header)`);
 
   const snapDir = path.join(o.dataDir, 'member', 'snap');
   log.info('restoring snapshot', { path: o.snapshotPath, 'wal-dir': o.walDir, 'data-dir': o.dataDir, 'snap-dir': snapDir });
@@ -84,10 +83,16 @@ export async function restoreSnapshot(o: RestoreOptions, log: Logger): Promise<R
   try {
     fs.mkdirSync(snapDir, { recursive: true, mode: 0o700 });
     const dbPath = path.join(snapDir, 'db');
-    copyVerifiedDb(o.snapshotPath, dbPath, o.skipHashCheck);
+    // A snapshot of etcd itself is read into a new database; one of ours is the database.
+    const copyPath = format === 'bbolt' ? path.join(snapDir, 'etcd-snapshot.bbolt') : dbPath;
+    copyVerifiedDb(o.snapshotPath, copyPath, o.skipHashCheck);
 
     const backend = Backend.open(dbPath, { flushIntervalMs: 0 });
     try {
+      if (format === 'bbolt') {
+        importEtcdDb(copyPath, backend, log);
+        fs.rmSync(copyPath);
+      }
       const ms = new Members(backend.subDb('members'), backend.subDb('members_removed'));
       backend.batch(() => {
         ms.clear();

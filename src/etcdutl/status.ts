@@ -1,13 +1,17 @@
-// `etcdutl snapshot status`: hash, revision, number of records and size of a snapshot file. The
-// hash is the same crc32c our Maintenance.Hash reports over a database (equal for equal applied
-// state), not etcd's (its records are bbolt's); compare it between snapshots of etcd-ts.
+// `etcdutl snapshot status`: hash, revision, number of records and size of a snapshot file. For a
+// snapshot of etcd-ts the hash is the crc32c our Maintenance.Hash reports (equal for equal applied
+// state); for a snapshot of etcd itself, etcd's own figures (the same hash etcdctl prints).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Backend, dbFileFormat } from '../backend/backend';
 import { ETCD_STORAGE_VERSION } from '../config/version';
 import { MvccStore } from '../mvcc/store';
-import { copyVerifiedDb, SnapshotFileError } from './snapshot_file';
+import { Crc32c } from '../backend/crc32c';
+import { KEY_DB } from '../mvcc';
+import { bytesToRev } from '../mvcc/revision';
+import { BboltReader } from './bbolt';
+import { copyVerifiedDb, hasChecksum, SnapshotFileError } from './snapshot_file';
 
 export interface SnapshotStatus {
   hash: number;
@@ -20,7 +24,7 @@ export interface SnapshotStatus {
 export async function snapshotStatus(snapshotPath: string): Promise<SnapshotStatus> {
   if (!fs.existsSync(snapshotPath)) throw new SnapshotFileError(`stat ${snapshotPath}: no such file or directory`);
   const format = dbFileFormat(snapshotPath);
-  if (format === 'bbolt') throw new SnapshotFileError(`${snapshotPath} is a bbolt database (a snapshot of etcd itself); this etcdutl reads snapshots of etcd-ts only`);
+  if (format === 'bbolt') return bboltStatus(snapshotPath);
   if (format !== 'lmdb') throw new SnapshotFileError(`${snapshotPath} is not a snapshot file (no database header)`);
   // Read a private copy: opening the file itself would create LMDB's lock file next to it, and
   // the sha256 trailer is not part of the database.
@@ -44,13 +48,51 @@ export async function snapshotStatus(snapshotPath: string): Promise<SnapshotStat
   }
 }
 
+/**
+ * etcd's own status of a snapshot of etcd: crc32c over every bucket's name and its keys and values,
+ * the revision of the last "key" record, the number of records, the database size.
+ */
+function bboltStatus(snapshotPath: string): SnapshotStatus {
+  const reader = BboltReader.open(snapshotPath);
+  try {
+    const h = new Crc32c();
+    let revision = 0;
+    let totalKey = 0;
+    let version = '';
+    for (const name of reader.bucketNames()) {
+      h.update(Buffer.from(name));
+      for (const { key, value } of reader.entries(name)) {
+        h.update(key);
+        h.update(value);
+        if (name === KEY_DB) revision = bytesToRev(key).main;
+        if (name === 'meta' && key.toString() === 'storageVersion') version = value.toString();
+        totalKey++;
+      }
+    }
+    const size = fs.statSync(snapshotPath).size;
+    return { hash: h.digest(), revision, totalKey, totalSize: hasChecksum(size) ? size - 32 : size, version };
+  } finally {
+    reader.close();
+  }
+}
+
+/** Go's %.0f: halves round to the even neighbour (20.5 -> "20"), where toFixed rounds them up. */
+function goRoundHalfEven(x: number): string {
+  const fl = Math.floor(x);
+  const diff = x - fl;
+  const EPS = 1e-9;
+  if (diff > 0.5 + EPS) return String(fl + 1);
+  if (diff < 0.5 - EPS) return String(fl);
+  return String(fl % 2 === 0 ? fl : fl + 1);
+}
+
 /** go-humanize's Bytes (SI units), as etcdctl prints a size. */
 export function humanizeBytes(n: number): string {
   const units = ['B', 'kB', 'MB', 'GB', 'TB', 'PB', 'EB'];
   if (n < 10) return `${n} B`;
   const e = Math.floor(Math.log(n) / Math.log(1000));
   const val = Math.floor((n / Math.pow(1000, e)) * 10 + 0.5) / 10;
-  return `${val < 10 ? val.toFixed(1) : val.toFixed(0)} ${units[e]}`;
+  return `${val < 10 ? val.toFixed(1) : goRoundHalfEven(val)} ${units[e]}`;
 }
 
 const HEADER = ['hash', 'revision', 'total keys', 'total size', 'version'];
@@ -75,7 +117,7 @@ export function formatStatus(s: SnapshotStatus, writeOut: string): string {
   }
 }
 
-/** olekukonko/tablewriter's default look: centred headers, numbers right-aligned, text left. */
+/** olekukonko/tablewriter as etcdctl sets it up for this table: centred headers, every cell right-aligned. */
 function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   const line = '+' + widths.map((w) => '-'.repeat(w + 2)).join('+') + '+\n';
@@ -83,7 +125,7 @@ function table(header: string[], rows: string[][]): string {
     const left = Math.floor((w - s.length) / 2);
     return ' '.repeat(left) + s + ' '.repeat(w - s.length - left);
   };
-  const cell = (s: string, w: number): string => (/^-?\d+(\.\d+)?$/.test(s) ? s.padStart(w) : s.padEnd(w));
+  const cell = (s: string, w: number): string => s.padStart(w);
   let out = line + '| ' + header.map((h, i) => centre(h, widths[i])).join(' | ') + ' |\n' + line;
   for (const r of rows) out += '| ' + r.map((c, i) => cell(c, widths[i])).join(' | ') + ' |\n';
   return out + line;

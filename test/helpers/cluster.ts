@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { exited, releaseTempDir, signalGroup, spawnServer, stopGroup, trackTempDir, waitExit } from './child';
 import { etcdBin, REPO_ROOT } from './etcd-process';
-import { EtcdGrpc, Msg } from './grpc';
+import { EtcdGrpc, isRpcError, Msg } from './grpc';
 import { freePort } from './ports';
 import { childPids, pidHoldsSocket, socketInode, TcpProxy } from './proxy';
 import { sleepMs, waitFor } from './wait';
@@ -162,7 +162,9 @@ export class ClusterMember {
         try {
           await c.unary('KV', 'Range', { key: Buffer.from('readiness-probe') }, 2_000);
           return;
-        } catch {
+        } catch (e) {
+          // A member with auth enabled serves, and refuses a request without a user.
+          if (isRpcError(e) && e.details === 'etcdserver: user name is empty') return;
           // not serving yet
         }
         if (Date.now() >= deadline) {
