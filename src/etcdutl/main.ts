@@ -1,5 +1,4 @@
-// Entry point of bin/etcdutl: etcd's offline tool, for this server's snapshot files and data
-// directories. Command line as etcdutl's (cobra/pflag): `snapshot restore <file> [flags]`,
+// Entry point of bin/etcdutl: etcd's offline tool, for snapshot files of this server and of etcd. Command line as etcdutl's (cobra/pflag): `snapshot restore <file> [flags]`,
 // `snapshot status <file> [-w simple|json|table|fields]`, `version`. Errors print "Error: ..." and
 // exit 1, as etcdutl does.
 import { ETCD_API_VERSION, ETCD_VERSION } from '../config/version';
@@ -104,8 +103,8 @@ Global flags:
   -w, --write-out string   set the output format (fields, json, simple, table) (default "simple")
   -h, --help               help for etcdutl
 
-Snapshot files are those \`etcdctl snapshot save\` writes from etcd-ts (an LMDB database and its
-sha256); snapshots of etcd itself (bbolt) are not read.
+Snapshot files are what \`etcdctl snapshot save\` writes, from etcd-ts (an LMDB database and its
+sha256) or from etcd itself (bbolt): a restore of either makes an etcd-ts data directory.
 `;
 
 async function run(argv: readonly string[]): Promise<number> {
