@@ -32,6 +32,7 @@ function serverConfig(c: Config): ServerConfig {
     name: c.name,
     dataDir: c.dataDir,
     walDir: c.walDir,
+    bcryptCost: c.bcryptCost,
     initialAdvertisePeerUrls: c.initialAdvertisePeerUrls.map((u) => u.text),
     advertiseClientUrls: c.advertiseClientUrls.map((u) => u.text),
     initialCluster,

@@ -1,6 +1,6 @@
-// Verification of bcrypt password hashes ("$2a$10$..."), the form etcd stores. Users restored from a
-// snapshot of etcd itself keep etcd's hashes, and must still be able to authenticate; new
-// passwords are hashed with scrypt (password.ts). Node has no bcrypt, so this is the algorithm
+// bcrypt password hashes ("$2a$10$..."), the form etcd stores: new passwords are hashed with it at
+// --bcrypt-cost, so users carried between etcd and etcd-ts (snapshots, etcdutl) keep working
+// both ways, and etcd's hashes verify here. Node has no bcrypt, so this is the algorithm
 // (Provos and Mazières, 1999): Blowfish with an expensive key schedule, its initial state the
 // hexadecimal digits of pi, computed here once instead of carried as a 4 KiB table.
 import crypto from 'node:crypto';
@@ -12,8 +12,8 @@ const MAGIC_TEXT = Buffer.from('OrpheanBeholderScryDoubt');
 const BCRYPT_ALPHABET = './ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const SALT_BYTES = 16;
 const HASH_BYTES = 23;
-const MIN_COST = 4;
-const MAX_COST = 31;
+export const BCRYPT_MIN_COST = 4;
+export const BCRYPT_MAX_COST = 31;
 /** Key schedule rounds between yields to the event loop (cost 10: 1024 rounds, ~32 yields). */
 const ROUNDS_PER_YIELD = 32;
 const MAX_KEY_BYTES = 72;
@@ -135,15 +135,44 @@ export function isBcryptHash(stored: string): boolean {
   return /^\$2[abxy]?\$\d{2}\$[./A-Za-z0-9]{53}$/.test(stored);
 }
 
+function encodeBcryptBase64(b: Buffer): string {
+  let out = '';
+  let acc = 0;
+  let bits = 0;
+  for (const byte of b) {
+    acc = (acc << 8) | byte;
+    bits += 8;
+    while (bits >= 6) {
+      bits -= 6;
+      out += BCRYPT_ALPHABET[(acc >>> bits) & 0x3f];
+    }
+  }
+  if (bits > 0) out += BCRYPT_ALPHABET[(acc << (6 - bits)) & 0x3f];
+  return out;
+}
+
+/** A new hash of `password` at `cost`, in the form Go's bcrypt (and so etcd) writes: $2a$10$<salt><hash>. */
+export async function hashBcrypt(password: string, cost: number): Promise<string> {
+  if (!(Number.isInteger(cost) && cost >= BCRYPT_MIN_COST && cost <= BCRYPT_MAX_COST)) throw new Error(`bcrypt cost ${cost} outside [${BCRYPT_MIN_COST}, ${BCRYPT_MAX_COST}]`);
+  const salt = crypto.randomBytes(SALT_BYTES);
+  const hash = await bcryptRaw(password, salt, cost);
+  return `$2a$${String(cost).padStart(2, '0')}$${encodeBcryptBase64(salt)}${encodeBcryptBase64(hash)}`;
+}
+
 /** Whether `password` matches the bcrypt hash `stored`; false for anything that is not one. */
 export async function verifyBcrypt(password: string, stored: string): Promise<boolean> {
   if (!isBcryptHash(stored)) return false;
   const [, , costText, rest] = stored.split('$');
   const cost = Number(costText);
-  if (!(cost >= MIN_COST && cost <= MAX_COST)) return false;
+  if (!(cost >= BCRYPT_MIN_COST && cost <= BCRYPT_MAX_COST)) return false;
   const salt = decodeBcryptBase64(rest.slice(0, 22), SALT_BYTES);
   const want = decodeBcryptBase64(rest.slice(22), HASH_BYTES);
   if (salt === null || want === null) return false;
+  return crypto.timingSafeEqual(await bcryptRaw(password, salt, cost), want);
+}
+
+/** The 23 bytes bcrypt keeps of its ciphertext. */
+async function bcryptRaw(password: string, salt: Buffer, cost: number): Promise<Buffer> {
   // The key is the password and its terminating NUL, at most 72 bytes (Blowfish's P-array).
   const key = Buffer.concat([Buffer.from(password, 'utf8'), Buffer.from([0])]).subarray(0, MAX_KEY_BYTES);
   const bf = new Blowfish();
@@ -165,5 +194,5 @@ export async function verifyBcrypt(password: string, stored: string): Promise<bo
   }
   const got = Buffer.alloc(24);
   for (let i = 0; i < 6; i++) got.writeUInt32BE(words[i], i * 4);
-  return crypto.timingSafeEqual(got.subarray(0, HASH_BYTES), want);
+  return got.subarray(0, HASH_BYTES);
 }

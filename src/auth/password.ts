@@ -1,12 +1,9 @@
-// Password hashes with node:crypto scrypt; the format names its parameters so they can change
-// later. bcrypt hashes (etcd's, kept by users restored from a snapshot of etcd) are verified too.
+// Password hashes: bcrypt, as etcd makes them (bcrypt.ts). Hashes written by earlier versions of
+// etcd-ts (scrypt$<N>$<salt>$<hash>, node:crypto scrypt) still verify.
 import crypto from 'node:crypto';
-import { isBcryptHash, verifyBcrypt } from './bcrypt';
+import { hashBcrypt, isBcryptHash, verifyBcrypt } from './bcrypt';
 
-const SALT_BYTES = 16;
 const HASH_BYTES = 32;
-/** scrypt cost (N); about bcrypt cost 10 in time on this kind of machine. */
-const SCRYPT_N = 16384;
 const MAX_PASSWORD_BYTES = 1024 * 1024;
 
 function scrypt(password: string, salt: Buffer, n: number): Promise<Buffer> {
@@ -18,17 +15,17 @@ function scrypt(password: string, salt: Buffer, n: number): Promise<Buffer> {
   });
 }
 
-/** `scrypt$<N>$<salt b64>$<hash b64>` */
-export async function hashPassword(password: string): Promise<string> {
+/** etcd's default --bcrypt-cost. */
+export const DEFAULT_BCRYPT_COST = 10;
+
+/** A bcrypt hash at `bcryptCost`, as etcd makes one (etcd verifies it, and so do we). */
+export async function hashPassword(password: string, bcryptCost = DEFAULT_BCRYPT_COST): Promise<string> {
   if (Buffer.byteLength(password) > MAX_PASSWORD_BYTES) throw new Error('password too long');
-  const salt = crypto.randomBytes(SALT_BYTES);
-  const hash = await scrypt(password, salt, SCRYPT_N);
-  return `scrypt$${SCRYPT_N}$${salt.toString('base64')}$${hash.toString('base64')}`;
+  return hashBcrypt(password, bcryptCost);
 }
 
 /** False for a wrong password and for hashes we cannot read. */
 export async function verifyPassword(password: string, stored: string): Promise<boolean> {
-  // etcd's own hashes, kept by users restored from a snapshot of etcd (etcdutl).
   if (isBcryptHash(stored)) return verifyBcrypt(password, stored);
   const parts = stored.split('$');
   if (parts.length !== 4 || parts[0] !== 'scrypt') return false;

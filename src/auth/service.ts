@@ -15,6 +15,8 @@ export interface AuthServiceDeps {
   propose(req: Partial<pb.InternalRaftRequest>, ai: AuthInfo | null): Promise<unknown>;
   linearizableRead(): Promise<void>;
   header(): pb.ResponseHeader;
+  /** --bcrypt-cost for new password hashes (default 10). */
+  bcryptCost?: number;
 }
 
 export class AuthService implements AuthApi {
@@ -59,7 +61,7 @@ export class AuthService implements AuthApi {
   async userAdd(req: pb.AuthUserAddRequest, ctx?: CallAuth): Promise<pb.AuthUserAddResponse> {
     if (req.name.length === 0) throw etcdError('UserEmpty');
     const noPassword = req.options?.noPassword ?? false;
-    const hashed = noPassword ? '' : req.hashedPassword || (await hashPassword(req.password));
+    const hashed = noPassword ? '' : req.hashedPassword || (await hashPassword(req.password, this.d.bcryptCost));
     return this.run({ authUserAdd: { name: req.name, password: '', options: req.options, hashedPassword: hashed } }, ctx);
   }
 
@@ -76,7 +78,7 @@ export class AuthService implements AuthApi {
   }
 
   async userChangePassword(req: pb.AuthUserChangePasswordRequest, ctx?: CallAuth): Promise<pb.AuthUserChangePasswordResponse> {
-    const hashed = req.hashedPassword || (await hashPassword(req.password));
+    const hashed = req.hashedPassword || (await hashPassword(req.password, this.d.bcryptCost));
     return this.run({ authUserChangePassword: { name: req.name, password: '', hashedPassword: hashed } }, ctx);
   }
 

@@ -485,5 +485,11 @@ const ACTED_ON = new Set<string>([
   'metrics',
   'emulated-etcd-version',
   'strict-reconfig-check',
+  'wal-dir',
+  'auth-token',
+  'auth-token-ttl',
+  'bcrypt-cost',
+  'warning-apply-duration',
+  'experimental-warning-apply-duration',
 ]);
 

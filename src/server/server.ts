@@ -17,6 +17,8 @@ import type * as pb from '../pb/types';
 import { ConfChangeType, EntryType, MemoryStorage, RawNode, StateType, decodeConfChange } from '../raft';
 import type { ConfChange, Entry, Message, ReadState, Snapshot, SoftState } from '../raft';
 import { assertWalDirNotEtcd, Wal } from '../wal/wal';
+import { BCRYPT_MAX_COST, BCRYPT_MIN_COST } from '../auth/bcrypt';
+import { DEFAULT_BCRYPT_COST } from '../auth/password';
 import { createCompactor, type Compactor } from '../compactor';
 import { PeerTransport, fetchMemberInfo, type TransportMetrics } from '../transport';
 import { MessageType } from '../raft';
@@ -47,6 +49,8 @@ export interface ServerConfig {
   initialClusterState: 'new' | 'existing';
   /** --wal-dir; empty: <dataDir>/member/wal. */
   walDir?: string;
+  /** --bcrypt-cost for password hashes; default 10. */
+  bcryptCost?: number;
   initialClusterToken: string;
   maxRequestBytes: number;
   maxTxnOps: number;
@@ -264,6 +268,7 @@ export class EtcdServer implements EtcdServerApi {
       propose: (req, ai) => server.propose(req as pb.InternalRaftRequest, ai),
       linearizableRead: () => server.linearizableReadNotify(),
       header: () => server.header(),
+      bcryptCost: bcryptCostOf(cfg.bcryptCost, log),
     });
     if (metrics) server.instrument(metrics);
     server.transport = new PeerTransport({
@@ -1306,6 +1311,14 @@ interface MemberJson {
 function membersToJson(ms: Member[]): string {
   const out: MemberJson[] = ms.map((m) => ({ id: m.id.toString(), name: m.name, peerUrls: m.peerUrls, clientUrls: m.clientUrls, isLearner: m.isLearner }));
   return JSON.stringify(out);
+}
+
+/** etcd's check of --bcrypt-cost: outside bcrypt's range, a warning and the default. */
+function bcryptCostOf(given: number | undefined, log: Logger): number {
+  if (given === undefined) return DEFAULT_BCRYPT_COST;
+  if (given >= BCRYPT_MIN_COST && given <= BCRYPT_MAX_COST) return given;
+  log.warn('use default bcrypt cost instead of the invalid given cost', { 'min-cost': BCRYPT_MIN_COST, 'max-cost': BCRYPT_MAX_COST, 'default-cost': DEFAULT_BCRYPT_COST, 'given-cost': given });
+  return DEFAULT_BCRYPT_COST;
 }
 
 /** etcd's --initial-cluster-state=existing: ask the other members who is in the cluster. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { isBcryptHash, verifyBcrypt } from '../../../src/auth/bcrypt';
-import { verifyPassword } from '../../../src/auth/password';
+import { hashBcrypt, isBcryptHash, verifyBcrypt } from '../../../src/auth/bcrypt';
+import { hashPassword, verifyPassword } from '../../../src/auth/password';
 
 // OpenBSD's bcrypt test vectors (cost 5), and hashes etcd 3.4 stored for users it created.
 const VECTORS: Array<[string, string]> = [
@@ -20,6 +20,18 @@ describe('bcrypt (etcd’s password hashes)', () => {
       expect(await verifyBcrypt(password + 'x', hash)).toBe(false);
       expect(await verifyPassword(password, hash)).toBe(true);
     }
+  });
+
+  it('hashes new passwords as Go’s bcrypt writes them ($2a$, the cost, a fresh salt), and they verify', async () => {
+    const h = await hashBcrypt('s3cret', 5);
+    expect(h).toMatch(/^\$2a\$05\$[./A-Za-z0-9]{53}$/);
+    expect(await hashBcrypt('s3cret', 5)).not.toBe(h);
+    expect(await verifyBcrypt('s3cret', h)).toBe(true);
+    expect(await verifyBcrypt('s3cret!', h)).toBe(false);
+    const d = await hashPassword('pw');
+    expect(d.startsWith('$2a$10$')).toBe(true);
+    expect(await verifyPassword('pw', d)).toBe(true);
+    await expect(hashBcrypt('x', 3)).rejects.toThrow('bcrypt cost 3 outside [4, 31]');
   });
 
   it('rejects what is not a bcrypt hash instead of throwing', async () => {
