@@ -457,7 +457,8 @@ export class Backend {
   /** The sub-databases the file holds, by name (LMDB's main database lists them). */
   subDbNames(): string[] {
     const names: string[] = [];
-    for (const key of this.env.getKeys({})) names.push(Buffer.from(key).toString());
+    // LMDB keeps each name with its terminating NUL.
+    for (const key of this.env.getKeys({})) names.push(Buffer.from(key).toString().replace(/\0$/, ''));
     return names.sort();
   }
 
@@ -474,14 +475,17 @@ export class Backend {
    * Like snapshotStream(), but tells the copy's size first (etcd's remaining_bytes counts down
    * from it; the sha256 chunk comes with remaining_bytes 0). The copy is deleted when the
    * chunks have been read to the end or the iteration is abandoned (iterate it exactly once).
+   * With `transform`, the file streamed is what it makes of the copy.
    */
-  async openSnapshot(): Promise<{ totalBytes: number; chunks: AsyncIterable<Buffer> }> {
+  async openSnapshot(transform?: (copy: string, dir: string) => Promise<string>): Promise<{ totalBytes: number; chunks: AsyncIterable<Buffer> }> {
     const dir = fs.mkdtempSync(path.join(path.dirname(this.filePath), '.snap-'));
     const copy = path.join(dir, 'db');
     try {
       // LMDB copies under one read transaction: a consistent point-in-time image.
       await this.withEnvUser(() => this.env.backup(copy, false));
-      return { totalBytes: fs.statSync(copy).size, chunks: readSnapshotCopy(dir, copy) };
+      // `transform` may turn the copy into another file in `dir` (e.g. another database format).
+      const file = transform ? await transform(copy, dir) : copy;
+      return { totalBytes: fs.statSync(file).size, chunks: readSnapshotCopy(dir, file) };
     } catch (e) {
       fs.rmSync(dir, { recursive: true, force: true });
       throw e;

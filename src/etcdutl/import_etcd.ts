@@ -14,7 +14,7 @@ import { KEY_DB } from '../mvcc';
 import { decodeKeyValue, encodeKeyValue } from '../mvcc/kv_codec';
 import { bytesToRev, isTombstoneKey } from '../mvcc/revision';
 import { decodeMessage } from '../pb/internal';
-import { BboltError, BboltReader, type BboltEntry } from './bbolt';
+import { BboltError, BboltReader, type BboltEntry } from '../backend/bbolt_reader';
 
 /** Records written per backend transaction: bounds the memory one commit holds. */
 const RECORDS_PER_BATCH = 10_000;

@@ -10,7 +10,7 @@ import { MvccStore } from '../mvcc/store';
 import { Crc32c } from '../backend/crc32c';
 import { KEY_DB } from '../mvcc';
 import { bytesToRev } from '../mvcc/revision';
-import { BboltReader } from './bbolt';
+import { BboltReader } from '../backend/bbolt_reader';
 import { copyVerifiedDb, hasChecksum, SnapshotFileError } from './snapshot_file';
 
 export interface SnapshotStatus {

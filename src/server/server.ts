@@ -17,6 +17,7 @@ import type * as pb from '../pb/types';
 import { ConfChangeType, EntryType, MemoryStorage, RawNode, StateType, decodeConfChange } from '../raft';
 import type { ConfChange, Entry, Message, ReadState, Snapshot, SoftState } from '../raft';
 import { assertWalDirNotEtcd, Wal } from '../wal/wal';
+import { writeEtcdSnapshot } from './etcd_snapshot';
 import { BCRYPT_MAX_COST, BCRYPT_MIN_COST } from '../auth/bcrypt';
 import { DEFAULT_BCRYPT_COST } from '../auth/password';
 import { createCompactor, type Compactor } from '../compactor';
@@ -1208,7 +1209,8 @@ export class EtcdServer implements EtcdServerApi {
     const header = this.header();
     this.log.info('sending database snapshot to client');
     const startMs = performance.now();
-    const snap = await this.backend.openSnapshot();
+    // etcd's format (bbolt): etcd's tools read it and etcd itself can be restored from it.
+    const snap = await this.backend.openSnapshot((copy, dir) => writeEtcdSnapshot(copy, path.join(dir, 'etcd.db')).then(() => path.join(dir, 'etcd.db')));
     let sent = 0;
     try {
       for await (const blob of snap.chunks) {

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { signalGroup, spawnServer, stopGroup, trackTempDir, waitExit } from './child';
-import { EtcdGrpc } from './grpc';
+import { EtcdGrpc, isRpcError } from './grpc';
 import { freePort } from './ports';
 import { sleepMs } from './wait';
 
@@ -113,7 +113,9 @@ export async function startEtcd(opts: StartOptions = {}): Promise<EtcdMember> {
         try {
           await client.unary('KV', 'Range', { key: Buffer.from('readiness-probe') }, 1_000);
           return;
-        } catch {
+        } catch (e) {
+          // A member with auth enabled serves, and refuses a request without a user.
+          if (isRpcError(e) && e.details === 'etcdserver: user name is empty') return;
           // not serving yet
         }
         if (Date.now() >= deadline) throw new Error(`etcd not ready within ${readyTimeoutMs} ms`);

@@ -1,0 +1,193 @@
+// Writes a bbolt database file (etcd's backend format) from buckets of sorted key/value pairs, so a
+// snapshot of ours can be read by etcd's own tools (`etcdctl snapshot status/restore`) and restored
+// into etcd. The file is built bottom-up in one pass per bucket: leaf pages filled in key order
+// (an element larger than a page gets overflow pages), then branch levels over their first keys,
+// then the root bucket's leaf, the (empty) freelist at page 2, and the two meta pages, so every
+// page below the high-water mark is reachable exactly once (what bbolt's Tx.Check verifies).
+// Layout: see bbolt_reader.ts.
+import assert from 'node:assert';
+import fs from 'node:fs';
+
+const PAGE_BYTES = 4096;
+const PAGE_HEADER_BYTES = 16;
+const ELEMENT_BYTES = 16;
+const BRANCH_PAGE = 0x01;
+const LEAF_PAGE = 0x02;
+const META_PAGE = 0x04;
+const FREELIST_PAGE = 0x10;
+const BUCKET_LEAF_FLAG = 0x01;
+const BUCKET_HEADER_BYTES = 16;
+const MAGIC = 0xed0cdaed;
+const VERSION = 2;
+const META_CHECKSUMMED_BYTES = 56;
+const FREELIST_PGID = 2;
+const FIRST_DATA_PGID = 3;
+/** bbolt's page element count is a u16. */
+const MAX_ELEMENTS_PER_PAGE = 0xffff;
+/** Pages written between yields to the event loop (a large store takes a while). */
+const PAGES_PER_YIELD = 256;
+
+function fnv64a(b: Buffer): bigint {
+  let h = 0xcbf29ce484222325n;
+  for (const byte of b) {
+    h ^= BigInt(byte);
+    h = (h * 0x100000001b3n) & 0xffffffffffffffffn;
+  }
+  return h;
+}
+
+interface Element {
+  key: Buffer;
+  value: Buffer;
+  /** Leaf: element flags; branch: the child page id. */
+  extra: number;
+}
+
+export class BboltWriter {
+  private readonly fd: number;
+  private nextPgid = FIRST_DATA_PGID;
+  private readonly buckets: Array<{ name: Buffer; root: number }> = [];
+  private pagesSinceYield = 0;
+  private finished = false;
+
+  constructor(private readonly file: string) {
+    this.fd = fs.openSync(file, 'wx', 0o600);
+  }
+
+  /** Writes one page (with overflow pages when its elements need them); returns its id. */
+  private writePage(flags: number, elements: readonly Element[]): number {
+    assert(elements.length <= MAX_ELEMENTS_PER_PAGE);
+    let bytes = PAGE_HEADER_BYTES + elements.length * ELEMENT_BYTES;
+    for (const e of elements) bytes += e.key.length + e.value.length;
+    const pages = Math.max(1, Math.ceil(bytes / PAGE_BYTES));
+    const buf = Buffer.alloc(pages * PAGE_BYTES);
+    const id = this.nextPgid;
+    this.nextPgid += pages;
+    buf.writeBigUInt64LE(BigInt(id), 0);
+    buf.writeUInt16LE(flags, 8);
+    buf.writeUInt16LE(elements.length, 10);
+    buf.writeUInt32LE(pages - 1, 12);
+    let data = PAGE_HEADER_BYTES + elements.length * ELEMENT_BYTES;
+    elements.forEach((e, i) => {
+      const at = PAGE_HEADER_BYTES + i * ELEMENT_BYTES;
+      if (flags === LEAF_PAGE) {
+        buf.writeUInt32LE(e.extra, at);
+        buf.writeUInt32LE(data - at, at + 4);
+        buf.writeUInt32LE(e.key.length, at + 8);
+        buf.writeUInt32LE(e.value.length, at + 12);
+      } else {
+        buf.writeUInt32LE(data - at, at);
+        buf.writeUInt32LE(e.key.length, at + 4);
+        buf.writeBigUInt64LE(BigInt(e.extra), at + 8);
+      }
+      e.key.copy(buf, data);
+      data += e.key.length;
+      e.value.copy(buf, data);
+      data += e.value.length;
+    });
+    fs.writeSync(this.fd, buf, 0, buf.length, id * PAGE_BYTES);
+    this.pagesSinceYield += pages;
+    return id;
+  }
+
+  /** Packs elements into pages of one level; returns each page's first key and id. */
+  private async writeLevel(flags: number, elements: AsyncIterable<Element> | Iterable<Element>): Promise<Element[]> {
+    const parents: Element[] = [];
+    let page: Element[] = [];
+    let pageBytes = PAGE_HEADER_BYTES;
+    const flush = async (): Promise<void> => {
+      parents.push({ key: page[0].key, value: Buffer.alloc(0), extra: this.writePage(flags, page) });
+      page = [];
+      pageBytes = PAGE_HEADER_BYTES;
+      if (this.pagesSinceYield >= PAGES_PER_YIELD) {
+        this.pagesSinceYield = 0;
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    };
+    let prev: Buffer | null = null;
+    for await (const e of elements) {
+      if (prev !== null) assert(Buffer.compare(prev, e.key) < 0, 'bbolt keys must be strictly ascending');
+      prev = e.key;
+      const size = ELEMENT_BYTES + e.key.length + e.value.length;
+      if (page.length > 0 && (pageBytes + size > PAGE_BYTES || page.length === MAX_ELEMENTS_PER_PAGE)) await flush();
+      page.push(e);
+      pageBytes += size;
+    }
+    if (page.length > 0 || parents.length === 0) {
+      if (page.length === 0) {
+        // An empty bucket: one empty leaf page.
+        parents.push({ key: Buffer.alloc(0), value: Buffer.alloc(0), extra: this.writePage(flags, []) });
+      } else {
+        await flush();
+      }
+    }
+    return parents;
+  }
+
+  /** Adds a top-level bucket; `entries` must come in strictly ascending key order. Buckets may come in any order. */
+  async addBucket(name: string, entries: AsyncIterable<[Buffer, Buffer]> | Iterable<[Buffer, Buffer]>): Promise<void> {
+    assert(!this.finished);
+    const nameBytes = Buffer.from(name);
+    assert(!this.buckets.some((b) => b.name.equals(nameBytes)), `bucket ${name} added twice`);
+    async function* asElements(): AsyncIterable<Element> {
+      for await (const [key, value] of entries) yield { key, value, extra: 0 };
+    }
+    let level = await this.writeLevel(LEAF_PAGE, asElements());
+    while (level.length > 1) level = await this.writeLevel(BRANCH_PAGE, level);
+    this.buckets.push({ name: nameBytes, root: level[0].extra });
+  }
+
+  /** Writes the root bucket, freelist and meta pages and syncs the file; returns its size in bytes. */
+  finish(): number {
+    assert(!this.finished);
+    this.finished = true;
+    try {
+      const sorted = [...this.buckets].sort((a, b) => Buffer.compare(a.name, b.name));
+      const rootElements = sorted.map((b) => {
+        const header = Buffer.alloc(BUCKET_HEADER_BYTES);
+        header.writeBigUInt64LE(BigInt(b.root), 0);
+        return { key: b.name, value: header, extra: BUCKET_LEAF_FLAG };
+      });
+      const root = this.writePage(LEAF_PAGE, rootElements);
+      assert.equal(this.nextPgid, root + 1, 'the root bucket fits one page');
+
+      const freelist = Buffer.alloc(PAGE_BYTES);
+      freelist.writeBigUInt64LE(BigInt(FREELIST_PGID), 0);
+      freelist.writeUInt16LE(FREELIST_PAGE, 8);
+      fs.writeSync(this.fd, freelist, 0, PAGE_BYTES, FREELIST_PGID * PAGE_BYTES);
+
+      for (const pgid of [0, 1]) {
+        const page = Buffer.alloc(PAGE_BYTES);
+        page.writeBigUInt64LE(BigInt(pgid), 0);
+        page.writeUInt16LE(META_PAGE, 8);
+        const m = page.subarray(PAGE_HEADER_BYTES);
+        m.writeUInt32LE(MAGIC, 0);
+        m.writeUInt32LE(VERSION, 4);
+        m.writeUInt32LE(PAGE_BYTES, 8);
+        m.writeUInt32LE(0, 12);
+        m.writeBigUInt64LE(BigInt(root), 16);
+        m.writeBigUInt64LE(0n, 24);
+        m.writeBigUInt64LE(BigInt(FREELIST_PGID), 32);
+        m.writeBigUInt64LE(BigInt(this.nextPgid), 40);
+        m.writeBigUInt64LE(BigInt(pgid), 48);
+        m.writeBigUInt64LE(fnv64a(m.subarray(0, META_CHECKSUMMED_BYTES)), META_CHECKSUMMED_BYTES);
+        fs.writeSync(this.fd, page, 0, PAGE_BYTES, pgid * PAGE_BYTES);
+      }
+      const size = this.nextPgid * PAGE_BYTES;
+      assert.equal(fs.fstatSync(this.fd).size, size, 'bbolt file size is its page count');
+      fs.fsyncSync(this.fd);
+      return size;
+    } finally {
+      fs.closeSync(this.fd);
+    }
+  }
+
+  /** Gives up: closes and removes the file. */
+  abort(): void {
+    if (!this.finished) {
+      this.finished = true;
+      fs.closeSync(this.fd);
+    }
+    fs.rmSync(this.file, { force: true });
+  }
+}

@@ -1,0 +1,83 @@
+// The file Maintenance.Snapshot sends, in etcd's own format: a bbolt database with etcd's buckets,
+// so `etcdctl snapshot status/restore` (and etcdutl) read a backup of ours, and it can be restored
+// into etcd itself. Built from a point-in-time LMDB copy of our database. Bucket by bucket: "key"
+// and "lease" hold the same records (our formats are etcd's); "meta" the consistent index and the
+// compaction marks; "auth", "authUsers", "authRoles" the auth store as authpb messages; "members",
+// "members_removed" and "alarm" as etcd writes them. Users keep their password hashes: bcrypt ones
+// verify in etcd, scrypt ones (set before etcd-ts hashed with bcrypt) only here.
+import { AuthStore } from '../auth/store';
+import { Backend, type SubDb } from '../backend/backend';
+import { BboltWriter } from '../backend/bbolt_writer';
+import { Alarms } from '../alarm/alarms';
+import { Members } from '../membership/members';
+import { KEY_DB } from '../mvcc';
+import { encodeMessage } from '../pb/internal';
+
+const META_KEYS = ['consistent_index', 'finishedCompactRev', 'scheduledCompactRev'];
+
+function* recordsOf(db: SubDb): Iterable<[Buffer, Buffer]> {
+  for (const { key, value } of db.getRange({})) yield [Buffer.from(key), Buffer.from(value)];
+}
+
+function sortedByKey(entries: Array<[Buffer, Buffer]>): Array<[Buffer, Buffer]> {
+  return entries.sort((a, b) => Buffer.compare(a[0], b[0]));
+}
+
+/** Writes the etcd-format snapshot of the LMDB database copy `lmdbCopy` to `out` (created). */
+export async function writeEtcdSnapshot(lmdbCopy: string, out: string): Promise<number> {
+  const be = Backend.open(lmdbCopy, { flushIntervalMs: 0 });
+  const w = new BboltWriter(out);
+  try {
+    await w.addBucket(KEY_DB, recordsOf(be.subDb(KEY_DB)));
+    await w.addBucket('lease', recordsOf(be.subDb('lease')));
+
+    const meta: Array<[Buffer, Buffer]> = [];
+    for (const k of META_KEYS) {
+      const v = be.metaGet(k);
+      if (v !== undefined) meta.push([Buffer.from(k), v]);
+    }
+    await w.addBucket('meta', sortedByKey(meta));
+
+    const auth = new AuthStore(be.subDb('auth'));
+    const revision = Buffer.alloc(8);
+    // etcd's auth store starts at revision 1.
+    revision.writeBigUInt64BE(BigInt(Math.max(1, auth.revision())));
+    await w.addBucket('auth', sortedByKey([
+      [Buffer.from('authEnabled'), Buffer.from([auth.isEnabled() ? 1 : 0])],
+      [Buffer.from('authRevision'), revision],
+    ]));
+    const users: Array<[Buffer, Buffer]> = [];
+    for (const name of auth.userList()) {
+      const u = auth.getUser(name);
+      if (u === undefined) continue;
+      users.push([Buffer.from(name), encodeMessage('authpb.User', { name: Buffer.from(name), password: Buffer.from(u.password), roles: [...u.roles].sort(), options: { noPassword: u.noPassword } })]);
+    }
+    await w.addBucket('authUsers', sortedByKey(users));
+    const roles: Array<[Buffer, Buffer]> = [];
+    for (const name of auth.roleList()) {
+      roles.push([Buffer.from(name), encodeMessage('authpb.Role', { name: Buffer.from(name), keyPermission: auth.roleGet(name) })]);
+    }
+    await w.addBucket('authRoles', sortedByKey(roles));
+
+    const members = new Members(be.subDb('members'), be.subDb('members_removed'));
+    const memberRecords: Array<[Buffer, Buffer]> = members.list().map((m) => {
+      // Go's json.Marshal of etcd's Member; the uint64 ID as exact digits.
+      const learner = m.isLearner ? ',"isLearner":true' : '';
+      const attrs = m.name !== '' || m.clientUrls.length > 0 ? `,"name":${JSON.stringify(m.name)},"clientURLs":${JSON.stringify(m.clientUrls)}` : '';
+      return [Buffer.from(m.id.toString(16)), Buffer.from(`{"id":${m.id.toString()},"peerURLs":${JSON.stringify(m.peerUrls)}${learner}${attrs}}`)];
+    });
+    await w.addBucket('members', sortedByKey(memberRecords));
+    const removed: Array<[Buffer, Buffer]> = [];
+    for (const { key } of be.subDb('members_removed').getRange({})) removed.push([Buffer.from(key.readBigUInt64BE(0).toString(16)), Buffer.from('removed')]);
+    await w.addBucket('members_removed', sortedByKey(removed));
+
+    const alarms = new Alarms(be.subDb('alarm'));
+    await w.addBucket('alarm', sortedByKey(alarms.list().map((a) => [encodeMessage('etcdserverpb.AlarmMember', { memberID: a.memberId.toString(), alarm: a.alarm }), Buffer.alloc(0)])));
+    return w.finish();
+  } catch (e) {
+    w.abort();
+    throw e;
+  } finally {
+    await be.close();
+  }
+}
