@@ -25,7 +25,8 @@ const FIRST_DATA_PGID = 3;
 /** bbolt's page element count is a u16. */
 const MAX_ELEMENTS_PER_PAGE = 0xffff;
 /** Pages written between yields to the event loop (a large store takes a while). */
-const PAGES_PER_YIELD = 256;
+const PAGES_PER_YIELD = 64;
+const EMPTY = Buffer.alloc(0);
 
 function fnv64a(b: Buffer): bigint {
   let h = 0xcbf29ce484222325n;
@@ -91,53 +92,53 @@ export class BboltWriter {
   }
 
   /** Packs elements into pages of one level; returns each page's first key and id. */
-  private async writeLevel(flags: number, elements: AsyncIterable<Element> | Iterable<Element>): Promise<Element[]> {
+  private async writeLevel(flags: number, elements: Iterator<Element>): Promise<Element[]> {
     const parents: Element[] = [];
     let page: Element[] = [];
     let pageBytes = PAGE_HEADER_BYTES;
-    const flush = async (): Promise<void> => {
-      parents.push({ key: page[0].key, value: Buffer.alloc(0), extra: this.writePage(flags, page) });
-      page = [];
-      pageBytes = PAGE_HEADER_BYTES;
-      if (this.pagesSinceYield >= PAGES_PER_YIELD) {
-        this.pagesSinceYield = 0;
-        await new Promise<void>((resolve) => setImmediate(resolve));
-      }
-    };
     let prev: Buffer | null = null;
-    for await (const e of elements) {
+    for (;;) {
+      const next = elements.next();
+      if (next.done) break;
+      const e = next.value;
       if (prev !== null) assert(Buffer.compare(prev, e.key) < 0, 'bbolt keys must be strictly ascending');
       prev = e.key;
       const size = ELEMENT_BYTES + e.key.length + e.value.length;
-      if (page.length > 0 && (pageBytes + size > PAGE_BYTES || page.length === MAX_ELEMENTS_PER_PAGE)) await flush();
+      if (page.length > 0 && (pageBytes + size > PAGE_BYTES || page.length === MAX_ELEMENTS_PER_PAGE)) {
+        parents.push({ key: page[0].key, value: EMPTY, extra: this.writePage(flags, page) });
+        page = [];
+        pageBytes = PAGE_HEADER_BYTES;
+        if (this.pagesSinceYield >= PAGES_PER_YIELD) {
+          this.pagesSinceYield = 0;
+          await new Promise<void>((resolve) => setImmediate(resolve));
+        }
+      }
       page.push(e);
       pageBytes += size;
     }
-    if (page.length > 0 || parents.length === 0) {
-      if (page.length === 0) {
-        // An empty bucket: one empty leaf page.
-        parents.push({ key: Buffer.alloc(0), value: Buffer.alloc(0), extra: this.writePage(flags, []) });
-      } else {
-        await flush();
-      }
-    }
+    // The last page; an empty bucket is one empty leaf page.
+    if (page.length > 0 || parents.length === 0) parents.push({ key: page[0]?.key ?? EMPTY, value: EMPTY, extra: this.writePage(flags, page) });
     return parents;
   }
 
-  /** Adds a top-level bucket; `entries` must come in strictly ascending key order. Buckets may come in any order. */
-  async addBucket(name: string, entries: AsyncIterable<[Buffer, Buffer]> | Iterable<[Buffer, Buffer]>): Promise<void> {
+  /**
+   * Adds a top-level bucket; `entries` must come in strictly ascending key order (buckets may come
+   * in any order), each key and value in a buffer of its own (a page holds them until it is
+   * written, and first keys stay as branch keys).
+   */
+  async addBucket(name: string, entries: Iterable<[Buffer, Buffer]>): Promise<void> {
     assert(!this.finished);
     const nameBytes = Buffer.from(name);
     assert(!this.buckets.some((b) => b.name.equals(nameBytes)), `bucket ${name} added twice`);
-    async function* asElements(): AsyncIterable<Element> {
-      for await (const [key, value] of entries) yield { key, value, extra: 0 };
+    function* asElements(): Iterator<Element> {
+      for (const [key, value] of entries) yield { key, value, extra: 0 };
     }
     let level = await this.writeLevel(LEAF_PAGE, asElements());
-    while (level.length > 1) level = await this.writeLevel(BRANCH_PAGE, level);
+    while (level.length > 1) level = await this.writeLevel(BRANCH_PAGE, level[Symbol.iterator]());
     this.buckets.push({ name: nameBytes, root: level[0].extra });
   }
 
-  /** Writes the root bucket, freelist and meta pages and syncs the file; returns its size in bytes. */
+  /** Writes the root bucket, freelist and meta pages; returns the file's size in bytes. */
   finish(): number {
     assert(!this.finished);
     this.finished = true;
@@ -175,7 +176,8 @@ export class BboltWriter {
       }
       const size = this.nextPgid * PAGE_BYTES;
       assert.equal(fs.fstatSync(this.fd).size, size, 'bbolt file size is its page count');
-      fs.fsyncSync(this.fd);
+      // No fsync: the file is streamed from the page cache and deleted (an fsync of a large file
+      // on the event loop stalled every request for tens of milliseconds).
       return size;
     } finally {
       fs.closeSync(this.fd);

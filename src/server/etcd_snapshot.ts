@@ -15,8 +15,9 @@ import { encodeMessage } from '../pb/internal';
 
 const META_KEYS = ['consistent_index', 'finishedCompactRev', 'scheduledCompactRev'];
 
+/** A sub-database's records in key order (lmdb-js hands each value over in a buffer of its own). */
 function* recordsOf(db: SubDb): Iterable<[Buffer, Buffer]> {
-  for (const { key, value } of db.getRange({})) yield [Buffer.from(key), Buffer.from(value)];
+  for (const { key, value } of db.getRange({})) yield [Buffer.from(key), value];
 }
 
 function sortedByKey(entries: Array<[Buffer, Buffer]>): Array<[Buffer, Buffer]> {
