@@ -2,10 +2,11 @@
 // etcd (`etcdctl snapshot save` there, `etcdutl snapshot restore` here). What carries over, bucket
 // by bucket: "key" (every revision of every key, tombstones included; the record formats are the
 // same, each record is decoded and re-encoded canonically), the compaction marks of "meta", "lease",
-// and "auth"/"authUsers"/"authRoles". Left behind as etcd's own restore leaves them: the
+// "auth"/"authUsers"/"authRoles" and "alarm". Replaced as etcd's own restore replaces them: the
 // membership ("members", "members_removed", "cluster": a restore starts a new cluster) and the
-// consistent index; and "alarm" (raised by members of the old cluster).
+// consistent index.
 import assert from 'node:assert';
+import { Alarms } from '../alarm/alarms';
 import { AuthStore, type RoleRecord, type UserRecord } from '../auth/store';
 import type { Backend } from '../backend/backend';
 import { decodeLeaseRecord, encodeLeaseRecord } from '../lease/lease-record';
@@ -101,8 +102,17 @@ export function importEtcdDb(bboltPath: string, backend: Backend, log: Logger): 
     const auth = new AuthStore(backend.subDb('auth'));
     backend.batch(() => auth.loadRestored(users, roles, enabled, authRevision));
 
-    const alarms = [...reader.entries('alarm')].length;
-    if (alarms > 0) log.warn('alarms of the old cluster are not restored', { alarms });
+    // Raised alarms stay raised, as etcd's restore keeps them (a NOSPACE alarm still refuses writes
+    // until `etcdctl alarm disarm`).
+    const alarms = new Alarms(backend.subDb('alarm'));
+    let alarmCount = 0;
+    backend.batch(() => {
+      for (const { key } of reader.entries('alarm')) {
+        const a = decodeMessage('etcdserverpb.AlarmMember', key);
+        if (alarms.activate({ memberId: BigInt(a.memberID), alarm: a.alarm })) alarmCount++;
+      }
+    });
+    if (alarmCount > 0) log.warn('restored raised alarms', { alarms: alarms.list().map((a) => `${a.memberId.toString(16)}:${a.alarm}`) });
     log.info('read etcd snapshot', { 'key-records': keyRecords, 'latest-revision': lastMain, leases, users: users.length, roles: roles.length, 'auth-enabled': enabled });
     return { keyRecords, leases, users: users.length, roles: roles.length, authEnabled: enabled };
   } finally {
