@@ -5,14 +5,17 @@ import { describe, expect, it } from 'vitest';
 import { testTempDir } from '../../helpers/temp_dir';
 
 const LAUNCHER = path.resolve(__dirname, '../../../bin/etcd');
+const UTL_LAUNCHER = path.resolve(__dirname, '../../../bin/etcdutl');
 
-// A throwaway repo root whose "tsc" is a stub that counts its runs and writes a main.js
-// echoing its arguments, so the launcher's own logic is what is tested.
+// A throwaway repo root whose "tsc" is a stub that counts its runs and writes the two entry points
+// (bin/etcd's and bin/etcdutl's) echoing their arguments, so the launchers' own logic is what is tested.
 function fakeRoot(): string {
   const root = testTempDir('etcd-launcher-');
   fs.mkdirSync(path.join(root, 'bin'));
   fs.copyFileSync(LAUNCHER, path.join(root, 'bin', 'etcd'));
   fs.chmodSync(path.join(root, 'bin', 'etcd'), 0o755);
+  fs.copyFileSync(UTL_LAUNCHER, path.join(root, 'bin', 'etcdutl'));
+  fs.chmodSync(path.join(root, 'bin', 'etcdutl'), 0o755);
   fs.mkdirSync(path.join(root, 'node_modules', '.bin'), { recursive: true });
   const tsc = path.join(root, 'node_modules', '.bin', 'tsc');
   fs.writeFileSync(
@@ -21,8 +24,9 @@ function fakeRoot(): string {
       '#!/usr/bin/env bash',
       'echo run >> builds.txt',
       'sleep 0.5',
-      'mkdir -p dist/src',
+      'mkdir -p dist/src/etcdutl',
       'echo \'console.log(JSON.stringify(process.argv.slice(2)))\' > dist/src/main.js',
+      'echo \'console.log(JSON.stringify(["utl", ...process.argv.slice(2)]))\' > dist/src/etcdutl/main.js',
       'exit 2',
     ].join('\n'),
   );
@@ -49,6 +53,18 @@ describe('bin/etcd launcher', () => {
       expect(JSON.parse(r.out)).toEqual(['--name', 'a b', '--x=1']);
     }
     expect(fs.readFileSync(path.join(root, 'builds.txt'), 'utf8').trim().split('\n')).toEqual(['run']);
+  });
+
+  it('bin/etcdutl builds through bin/etcd, and a dist/ made before etcdutl existed is rebuilt once', () => {
+    const root = fakeRoot();
+    let r = spawnSync(path.join(root, 'bin', 'etcdutl'), ['snapshot', 'status', 'x.db'], { encoding: 'utf8', timeout: 20_000 });
+    expect(r.status).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual(['utl', 'snapshot', 'status', 'x.db']);
+    fs.rmSync(path.join(root, 'dist', 'src', 'etcdutl'), { recursive: true });
+    r = spawnSync(path.join(root, 'bin', 'etcd'), ['--version'], { encoding: 'utf8', timeout: 20_000 });
+    expect(r.status).toBe(0);
+    expect(fs.existsSync(path.join(root, 'dist', 'src', 'etcdutl', 'main.js'))).toBe(true);
+    expect(fs.readFileSync(path.join(root, 'builds.txt'), 'utf8').trim().split('\n')).toEqual(['run', 'run']);
   });
 
   it('reports a failed build', () => {
