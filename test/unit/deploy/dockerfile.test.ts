@@ -1,7 +1,7 @@
 // deploy/Dockerfile without Docker: its COPY sources exist, its image puts `etcd` on the PATH and
 // exposes etcd's ports, and its RUN commands work when run as a script on this machine (the
 // build stage in a copy of the sources, with npm's cache; the final stage with its paths moved
-// into a temp dir). apt-get is the one command not run: this machine's openssl stands in for it.
+// into a temp dir). apt-get is the one command not run: this machine's openssl and etcdctl stand in for it.
 import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -123,7 +123,10 @@ describe('deploy/Dockerfile', () => {
     const installDir = copyArgs(copy).dest;
     for (const s of final.steps.filter((x) => x.op === 'RUN')) {
       if (/apt-get/.test(s.args)) {
+        // What it installs: openssl for --auto-tls, etcdctl (Debian's etcd-client) as etcd's image has it.
+        expect(s.args).toMatch(/\betcd-client\b/);
         expect(spawnSync('openssl', ['version']).status).toBe(0);
+        expect(spawnSync('etcdctl', ['version']).status).toBe(0);
         continue;
       }
       const script = s.args.split(installDir).join(workdir).split('/usr/local/bin').join(binDir);
