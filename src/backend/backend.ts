@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
+import { BBOLT_MAGIC, BBOLT_PAGE_HEADER_BYTES } from './bbolt_format';
 import { Crc32c } from './crc32c';
 
 export type SubDb = Database<Buffer, Buffer>;
@@ -608,8 +609,7 @@ export class BackendFormatError extends Error {}
 const LMDB_MAGIC_OFFSET = 24;
 const LMDB_MAGIC = 0xbeefc0de;
 /** bbolt (etcd's backend): a 16-byte page header, then the meta page's magic number. */
-const BBOLT_MAGIC_OFFSET = 16;
-const BBOLT_MAGIC = 0xed0cdaed;
+const BBOLT_MAGIC_OFFSET = BBOLT_PAGE_HEADER_BYTES;
 
 /** The database format in `file`'s first page: 'absent' for a missing or empty file (LMDB creates it). */
 export function dbFileFormat(file: string): 'absent' | 'lmdb' | 'bbolt' | 'unknown' {

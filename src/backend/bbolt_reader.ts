@@ -7,18 +7,20 @@
 // {root pgid u64, sequence u64}, followed by the bucket's page itself when root is 0 (inline).
 import assert from 'node:assert';
 import fs from 'node:fs';
+import {
+  BBOLT_PAGE_HEADER_BYTES,
+  BBOLT_ELEMENT_BYTES,
+  BBOLT_BRANCH_PAGE,
+  BBOLT_LEAF_PAGE,
+  BBOLT_META_PAGE,
+  BBOLT_BUCKET_LEAF_FLAG,
+  BBOLT_BUCKET_HEADER_BYTES,
+  BBOLT_MAGIC,
+  BBOLT_VERSION,
+  BBOLT_META_CHECKSUMMED_BYTES,
+  fnv64a,
+} from './bbolt_format';
 
-const PAGE_HEADER_BYTES = 16;
-const ELEMENT_BYTES = 16;
-const BRANCH_PAGE = 0x01;
-const LEAF_PAGE = 0x02;
-const META_PAGE = 0x04;
-const BUCKET_LEAF_FLAG = 0x01;
-const BUCKET_HEADER_BYTES = 16;
-const MAGIC = 0xed0cdaed;
-const VERSION = 2;
-/** The meta fields the checksum covers: magic .. txid. */
-const META_CHECKSUMMED_BYTES = 56;
 const MAX_PAGE_BYTES = 64 * 1024;
 /** A B+tree deeper than this is a damaged file (bbolt's are a handful of levels). */
 const MAX_DEPTH = 64;
@@ -37,15 +39,6 @@ export interface BboltEntry {
   value: Buffer;
 }
 
-function fnv64a(b: Buffer): bigint {
-  let h = 0xcbf29ce484222325n;
-  for (const byte of b) {
-    h ^= BigInt(byte);
-    h = (h * 0x100000001b3n) & 0xffffffffffffffffn;
-  }
-  return h;
-}
-
 function safeU64(buf: Buffer, at: number, what: string): number {
   const v = buf.readBigUInt64LE(at);
   if (v > BigInt(Number.MAX_SAFE_INTEGER)) throw new BboltError(`${what} ${v} out of range`);
@@ -53,11 +46,11 @@ function safeU64(buf: Buffer, at: number, what: string): number {
 }
 
 function readMeta(page: Buffer): Meta | null {
-  if (page.length < PAGE_HEADER_BYTES + META_CHECKSUMMED_BYTES + 8) return null;
-  if ((page.readUInt16LE(8) & META_PAGE) === 0) return null;
-  const m = page.subarray(PAGE_HEADER_BYTES);
-  if (m.readUInt32LE(0) !== MAGIC || m.readUInt32LE(4) !== VERSION) return null;
-  if (fnv64a(m.subarray(0, META_CHECKSUMMED_BYTES)) !== m.readBigUInt64LE(META_CHECKSUMMED_BYTES)) return null;
+  if (page.length < BBOLT_PAGE_HEADER_BYTES + BBOLT_META_CHECKSUMMED_BYTES + 8) return null;
+  if ((page.readUInt16LE(8) & BBOLT_META_PAGE) === 0) return null;
+  const m = page.subarray(BBOLT_PAGE_HEADER_BYTES);
+  if (m.readUInt32LE(0) !== BBOLT_MAGIC || m.readUInt32LE(4) !== BBOLT_VERSION) return null;
+  if (fnv64a(m.subarray(0, BBOLT_META_CHECKSUMMED_BYTES)) !== m.readBigUInt64LE(BBOLT_META_CHECKSUMMED_BYTES)) return null;
   return {
     pageSize: m.readUInt32LE(8),
     rootPgid: safeU64(m, 16, 'root page'),
@@ -80,7 +73,7 @@ export class BboltReader {
       const first = Buffer.alloc(Math.min(4096, fileBytes));
       fs.readSync(fd, first, 0, first.length, 0);
       const m0 = readMeta(first);
-      const pageSize = m0?.pageSize ?? (first.length >= PAGE_HEADER_BYTES + 12 ? first.readUInt32LE(PAGE_HEADER_BYTES + 8) : 0);
+      const pageSize = m0?.pageSize ?? (first.length >= BBOLT_PAGE_HEADER_BYTES + 12 ? first.readUInt32LE(BBOLT_PAGE_HEADER_BYTES + 8) : 0);
       if (!(pageSize >= 512 && pageSize <= MAX_PAGE_BYTES && (pageSize & (pageSize - 1)) === 0)) {
         throw new BboltError(`${file}: not a bbolt database (page size ${pageSize})`);
       }
@@ -104,8 +97,8 @@ export class BboltReader {
   private page(id: number): Buffer {
     const size = this.meta.pageSize;
     if (!(id >= 2 && id < this.meta.highWaterPgid)) throw new BboltError(`page ${id} outside the database (${this.meta.highWaterPgid} pages)`);
-    const head = Buffer.alloc(PAGE_HEADER_BYTES);
-    fs.readSync(this.fd, head, 0, PAGE_HEADER_BYTES, id * size);
+    const head = Buffer.alloc(BBOLT_PAGE_HEADER_BYTES);
+    fs.readSync(this.fd, head, 0, BBOLT_PAGE_HEADER_BYTES, id * size);
     if (safeU64(head, 0, 'page id') !== id) throw new BboltError(`page ${id} has id ${head.readBigUInt64LE(0)}`);
     const bytes = (head.readUInt32LE(12) + 1) * size;
     if (id * size + bytes > this.fileBytes) throw new BboltError(`page ${id} runs past the end of the file`);
@@ -120,11 +113,11 @@ export class BboltReader {
     const flags = page.readUInt16LE(8);
     const count = page.readUInt16LE(10);
     for (let i = 0; i < count; i++) {
-      const at = PAGE_HEADER_BYTES + i * ELEMENT_BYTES;
-      if (at + ELEMENT_BYTES > page.length) throw new BboltError('bbolt page element out of bounds');
-      if (flags & BRANCH_PAGE) {
+      const at = BBOLT_PAGE_HEADER_BYTES + i * BBOLT_ELEMENT_BYTES;
+      if (at + BBOLT_ELEMENT_BYTES > page.length) throw new BboltError('bbolt page element out of bounds');
+      if (flags & BBOLT_BRANCH_PAGE) {
         yield* this.walk(this.page(safeU64(page, at + 8, 'child page')), depth + 1);
-      } else if (flags & LEAF_PAGE) {
+      } else if (flags & BBOLT_LEAF_PAGE) {
         const eflags = page.readUInt32LE(at);
         const pos = page.readUInt32LE(at + 4);
         const ksize = page.readUInt32LE(at + 8);
@@ -141,19 +134,19 @@ export class BboltReader {
   /** Names of the top-level buckets. */
   bucketNames(): string[] {
     const names: string[] = [];
-    for (const e of this.walk(this.page(this.meta.rootPgid), 0)) if (e.flags & BUCKET_LEAF_FLAG) names.push(e.key.toString());
+    for (const e of this.walk(this.page(this.meta.rootPgid), 0)) if (e.flags & BBOLT_BUCKET_LEAF_FLAG) names.push(e.key.toString());
     return names;
   }
 
   /** Key/value pairs of the top-level bucket `name` in key order (nested buckets skipped); none if it does not exist. */
   *entries(name: string): Generator<BboltEntry> {
     for (const e of this.walk(this.page(this.meta.rootPgid), 0)) {
-      if (!(e.flags & BUCKET_LEAF_FLAG) || e.key.toString() !== name) continue;
-      assert(e.value.length >= BUCKET_HEADER_BYTES, 'bbolt bucket header truncated');
+      if (!(e.flags & BBOLT_BUCKET_LEAF_FLAG) || e.key.toString() !== name) continue;
+      assert(e.value.length >= BBOLT_BUCKET_HEADER_BYTES, 'bbolt bucket header truncated');
       const root = safeU64(e.value, 0, 'bucket root');
-      const tree = root === 0 ? e.value.subarray(BUCKET_HEADER_BYTES) : this.page(root);
+      const tree = root === 0 ? e.value.subarray(BBOLT_BUCKET_HEADER_BYTES) : this.page(root);
       for (const kv of this.walk(tree, 1)) {
-        if (kv.flags & BUCKET_LEAF_FLAG) continue;
+        if (kv.flags & BBOLT_BUCKET_LEAF_FLAG) continue;
         yield { key: Buffer.from(kv.key), value: Buffer.from(kv.value) };
       }
       return;

@@ -7,19 +7,22 @@
 // Layout: see bbolt_reader.ts.
 import assert from 'node:assert';
 import fs from 'node:fs';
+import {
+  BBOLT_PAGE_HEADER_BYTES,
+  BBOLT_ELEMENT_BYTES,
+  BBOLT_BRANCH_PAGE,
+  BBOLT_LEAF_PAGE,
+  BBOLT_META_PAGE,
+  BBOLT_FREELIST_PAGE,
+  BBOLT_BUCKET_LEAF_FLAG,
+  BBOLT_BUCKET_HEADER_BYTES,
+  BBOLT_MAGIC,
+  BBOLT_VERSION,
+  BBOLT_META_CHECKSUMMED_BYTES,
+  fnv64a,
+} from './bbolt_format';
 
 const PAGE_BYTES = 4096;
-const PAGE_HEADER_BYTES = 16;
-const ELEMENT_BYTES = 16;
-const BRANCH_PAGE = 0x01;
-const LEAF_PAGE = 0x02;
-const META_PAGE = 0x04;
-const FREELIST_PAGE = 0x10;
-const BUCKET_LEAF_FLAG = 0x01;
-const BUCKET_HEADER_BYTES = 16;
-const MAGIC = 0xed0cdaed;
-const VERSION = 2;
-const META_CHECKSUMMED_BYTES = 56;
 const FREELIST_PGID = 2;
 const FIRST_DATA_PGID = 3;
 /** bbolt's page element count is a u16. */
@@ -27,15 +30,6 @@ const MAX_ELEMENTS_PER_PAGE = 0xffff;
 /** Pages written between yields to the event loop (a large store takes a while). */
 const PAGES_PER_YIELD = 64;
 const EMPTY = Buffer.alloc(0);
-
-function fnv64a(b: Buffer): bigint {
-  let h = 0xcbf29ce484222325n;
-  for (const byte of b) {
-    h ^= BigInt(byte);
-    h = (h * 0x100000001b3n) & 0xffffffffffffffffn;
-  }
-  return h;
-}
 
 interface Element {
   key: Buffer;
@@ -58,7 +52,7 @@ export class BboltWriter {
   /** Writes one page (with overflow pages when its elements need them); returns its id. */
   private writePage(flags: number, elements: readonly Element[]): number {
     assert(elements.length <= MAX_ELEMENTS_PER_PAGE);
-    let bytes = PAGE_HEADER_BYTES + elements.length * ELEMENT_BYTES;
+    let bytes = BBOLT_PAGE_HEADER_BYTES + elements.length * BBOLT_ELEMENT_BYTES;
     for (const e of elements) bytes += e.key.length + e.value.length;
     const pages = Math.max(1, Math.ceil(bytes / PAGE_BYTES));
     const buf = Buffer.alloc(pages * PAGE_BYTES);
@@ -68,10 +62,10 @@ export class BboltWriter {
     buf.writeUInt16LE(flags, 8);
     buf.writeUInt16LE(elements.length, 10);
     buf.writeUInt32LE(pages - 1, 12);
-    let data = PAGE_HEADER_BYTES + elements.length * ELEMENT_BYTES;
+    let data = BBOLT_PAGE_HEADER_BYTES + elements.length * BBOLT_ELEMENT_BYTES;
     elements.forEach((e, i) => {
-      const at = PAGE_HEADER_BYTES + i * ELEMENT_BYTES;
-      if (flags === LEAF_PAGE) {
+      const at = BBOLT_PAGE_HEADER_BYTES + i * BBOLT_ELEMENT_BYTES;
+      if (flags === BBOLT_LEAF_PAGE) {
         buf.writeUInt32LE(e.extra, at);
         buf.writeUInt32LE(data - at, at + 4);
         buf.writeUInt32LE(e.key.length, at + 8);
@@ -95,7 +89,7 @@ export class BboltWriter {
   private async writeLevel(flags: number, elements: Iterator<Element>): Promise<Element[]> {
     const parents: Element[] = [];
     let page: Element[] = [];
-    let pageBytes = PAGE_HEADER_BYTES;
+    let pageBytes = BBOLT_PAGE_HEADER_BYTES;
     let prev: Buffer | null = null;
     for (;;) {
       const next = elements.next();
@@ -103,11 +97,11 @@ export class BboltWriter {
       const e = next.value;
       if (prev !== null) assert(Buffer.compare(prev, e.key) < 0, 'bbolt keys must be strictly ascending');
       prev = e.key;
-      const size = ELEMENT_BYTES + e.key.length + e.value.length;
+      const size = BBOLT_ELEMENT_BYTES + e.key.length + e.value.length;
       if (page.length > 0 && (pageBytes + size > PAGE_BYTES || page.length === MAX_ELEMENTS_PER_PAGE)) {
         parents.push({ key: page[0].key, value: EMPTY, extra: this.writePage(flags, page) });
         page = [];
-        pageBytes = PAGE_HEADER_BYTES;
+        pageBytes = BBOLT_PAGE_HEADER_BYTES;
         if (this.pagesSinceYield >= PAGES_PER_YIELD) {
           this.pagesSinceYield = 0;
           await new Promise<void>((resolve) => setImmediate(resolve));
@@ -133,8 +127,8 @@ export class BboltWriter {
     function* asElements(): Iterator<Element> {
       for (const [key, value] of entries) yield { key, value, extra: 0 };
     }
-    let level = await this.writeLevel(LEAF_PAGE, asElements());
-    while (level.length > 1) level = await this.writeLevel(BRANCH_PAGE, level[Symbol.iterator]());
+    let level = await this.writeLevel(BBOLT_LEAF_PAGE, asElements());
+    while (level.length > 1) level = await this.writeLevel(BBOLT_BRANCH_PAGE, level[Symbol.iterator]());
     this.buckets.push({ name: nameBytes, root: level[0].extra });
   }
 
@@ -145,25 +139,25 @@ export class BboltWriter {
     try {
       const sorted = [...this.buckets].sort((a, b) => Buffer.compare(a.name, b.name));
       const rootElements = sorted.map((b) => {
-        const header = Buffer.alloc(BUCKET_HEADER_BYTES);
+        const header = Buffer.alloc(BBOLT_BUCKET_HEADER_BYTES);
         header.writeBigUInt64LE(BigInt(b.root), 0);
-        return { key: b.name, value: header, extra: BUCKET_LEAF_FLAG };
+        return { key: b.name, value: header, extra: BBOLT_BUCKET_LEAF_FLAG };
       });
-      const root = this.writePage(LEAF_PAGE, rootElements);
+      const root = this.writePage(BBOLT_LEAF_PAGE, rootElements);
       assert.equal(this.nextPgid, root + 1, 'the root bucket fits one page');
 
       const freelist = Buffer.alloc(PAGE_BYTES);
       freelist.writeBigUInt64LE(BigInt(FREELIST_PGID), 0);
-      freelist.writeUInt16LE(FREELIST_PAGE, 8);
+      freelist.writeUInt16LE(BBOLT_FREELIST_PAGE, 8);
       fs.writeSync(this.fd, freelist, 0, PAGE_BYTES, FREELIST_PGID * PAGE_BYTES);
 
       for (const pgid of [0, 1]) {
         const page = Buffer.alloc(PAGE_BYTES);
         page.writeBigUInt64LE(BigInt(pgid), 0);
-        page.writeUInt16LE(META_PAGE, 8);
-        const m = page.subarray(PAGE_HEADER_BYTES);
-        m.writeUInt32LE(MAGIC, 0);
-        m.writeUInt32LE(VERSION, 4);
+        page.writeUInt16LE(BBOLT_META_PAGE, 8);
+        const m = page.subarray(BBOLT_PAGE_HEADER_BYTES);
+        m.writeUInt32LE(BBOLT_MAGIC, 0);
+        m.writeUInt32LE(BBOLT_VERSION, 4);
         m.writeUInt32LE(PAGE_BYTES, 8);
         m.writeUInt32LE(0, 12);
         m.writeBigUInt64LE(BigInt(root), 16);
@@ -171,7 +165,7 @@ export class BboltWriter {
         m.writeBigUInt64LE(BigInt(FREELIST_PGID), 32);
         m.writeBigUInt64LE(BigInt(this.nextPgid), 40);
         m.writeBigUInt64LE(BigInt(pgid), 48);
-        m.writeBigUInt64LE(fnv64a(m.subarray(0, META_CHECKSUMMED_BYTES)), META_CHECKSUMMED_BYTES);
+        m.writeBigUInt64LE(fnv64a(m.subarray(0, BBOLT_META_CHECKSUMMED_BYTES)), BBOLT_META_CHECKSUMMED_BYTES);
         fs.writeSync(this.fd, page, 0, PAGE_BYTES, pgid * PAGE_BYTES);
       }
       const size = this.nextPgid * PAGE_BYTES;

@@ -47,6 +47,32 @@ function restoreInto(file: string, m: ClusterMember, initialCluster: string, tok
   );
 }
 
+/** `count` keys k00000.. put in txns of 100 (enough records for several bbolt pages). */
+async function putNumberedKeys(endpoint: string, count: number): Promise<void> {
+  for (let first = 0; first < count; first += 100) {
+    const ops = Array.from({ length: Math.min(100, count - first) }, (_, i) => `put k${String(first + i).padStart(5, '0')} "value-${first + i}"`);
+    const r = await etcdctl(['txn'], { endpoint, input: `\n${ops.join('\n')}\n\n\n` });
+    expect(r.code, r.stderr).toBe(0);
+  }
+}
+
+/** root (password rootpw) and alice (alicepw, read-write on [k0, k1) and `aliceAlso`), then auth enable. */
+async function enableAuthWithAlice(endpoint: string, aliceAlso: string[][] = []): Promise<void> {
+  for (const args of [
+    ['user', 'add', 'root:rootpw'],
+    ['role', 'add', 'root'],
+    ['user', 'grant-role', 'root', 'root'],
+    ['user', 'add', 'alice:alicepw'],
+    ['role', 'add', 'r1'],
+    ['role', 'grant-permission', 'r1', 'readwrite', 'k0', 'k1'],
+    ...aliceAlso.map((a) => ['role', 'grant-permission', 'r1', ...a]),
+    ['user', 'grant-role', 'alice', 'r1'],
+    ['auth', 'enable'],
+  ]) {
+    await ctl(endpoint, args);
+  }
+}
+
 describe('etcdutl snapshot restore', () => {
   let dir = '';
   let source: EtcdMember;
@@ -222,11 +248,7 @@ describe('a snapshot of etcd itself (etcd 3.4, bbolt): the way over to etcd-ts',
     try {
       const ep = ref.clientHostPort;
       // Enough records for branch pages, values past a page (overflow pages), history, a compaction.
-      for (let batch = 0; batch < 20; batch++) {
-        const ops = Array.from({ length: 100 }, (_, i) => `put k${String(batch * 100 + i).padStart(5, '0')} "value-${batch * 100 + i}"`);
-        const r = await etcdctl(['txn'], { endpoint: ep, input: `\n${ops.join('\n')}\n\n\n` });
-        expect(r.code, r.stderr).toBe(0);
-      }
+      await putNumberedKeys(ep, 2000);
       await ctl(ep, ['put', 'big1', 'x'.repeat(9000)]);
       await ctl(ep, ['put', 'big2', 'y'.repeat(20000)]);
       await ctl(ep, ['put', 'k00001', 'second']);
@@ -235,19 +257,7 @@ describe('a snapshot of etcd itself (etcd 3.4, bbolt): the way over to etcd-ts',
       await ctl(ep, ['compaction', String(compactedRev)]);
       leaseHex = /lease ([0-9a-f]+) granted/.exec(await ctl(ep, ['lease', 'grant', '5000']))![1];
       await ctl(ep, ['put', 'leased', 'lv', `--lease=${leaseHex}`]);
-      for (const args of [
-        ['user', 'add', 'root:rootpw'],
-        ['role', 'add', 'root'],
-        ['user', 'grant-role', 'root', 'root'],
-        ['user', 'add', 'alice:alicepw'],
-        ['role', 'add', 'r1'],
-        ['role', 'grant-permission', 'r1', 'readwrite', 'k0', 'k1'],
-        ['role', 'grant-permission', 'r1', 'read', '--prefix', 'big'],
-        ['user', 'grant-role', 'alice', 'r1'],
-        ['auth', 'enable'],
-      ]) {
-        await ctl(ep, args);
-      }
+      await enableAuthWithAlice(ep, [['read', '--prefix', 'big']]);
       atSnapshot = await allKvs(ep, ROOT);
       file = path.join(dir, 'etcd.db');
       await ctl(ep, [...ROOT, 'snapshot', 'save', file]);
@@ -304,29 +314,14 @@ describe('a snapshot of ours in etcd itself (etcdctl 3.4 and etcd 3.4)', () => {
     let ref: EtcdMember | null = null;
     try {
       const ep = ours.clientHostPort;
-      for (let batch = 0; batch < 10; batch++) {
-        const ops = Array.from({ length: 100 }, (_, i) => `put k${String(batch * 100 + i).padStart(5, '0')} "value-${batch * 100 + i}"`);
-        const r = await etcdctl(['txn'], { endpoint: ep, input: `\n${ops.join('\n')}\n\n\n` });
-        expect(r.code, r.stderr).toBe(0);
-      }
+      await putNumberedKeys(ep, 1000);
       await ctl(ep, ['put', 'big', 'z'.repeat(30000)]);
       await ctl(ep, ['del', 'k00010']);
       const compactTo = Number(/"revision":(\d+)/.exec(await ctl(ep, ['put', 'k00011', 'again', '-w', 'json']))![1]);
       await ctl(ep, ['compaction', String(compactTo)]);
       const leaseHex = /lease ([0-9a-f]+) granted/.exec(await ctl(ep, ['lease', 'grant', '3000']))![1];
       await ctl(ep, ['put', 'leased', 'lv', `--lease=${leaseHex}`]);
-      for (const args of [
-        ['user', 'add', 'root:rootpw'],
-        ['role', 'add', 'root'],
-        ['user', 'grant-role', 'root', 'root'],
-        ['user', 'add', 'alice:alicepw'],
-        ['role', 'add', 'r1'],
-        ['role', 'grant-permission', 'r1', 'readwrite', 'k0', 'k1'],
-        ['user', 'grant-role', 'alice', 'r1'],
-        ['auth', 'enable'],
-      ]) {
-        await ctl(ep, args);
-      }
+      await enableAuthWithAlice(ep);
       const ROOT = ['--user=root:rootpw'];
       const before = await allKvs(ep, ROOT);
       const file = path.join(dir, 'ours.db');
