@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster, type ClusterMember } from '../helpers/cluster';
 import { REPO_ROOT, startEtcd, type EtcdMember } from '../helpers/etcd-process';
-import { etcdctl, runProcess, type RunResult } from '../helpers/etcdctl';
+import { BackgroundEtcdctl, etcdctl, runProcess, type RunResult } from '../helpers/etcdctl';
 
 const ETCDUTL = path.join(REPO_ROOT, 'bin', 'etcdutl');
 const REFERENCE_BIN = '/usr/bin/etcd';
@@ -70,6 +70,17 @@ async function enableAuthWithAlice(endpoint: string, aliceAlso: string[][] = [])
     ['auth', 'enable'],
   ]) {
     await ctl(endpoint, args);
+  }
+}
+
+/** What `etcdctl watch --prefix "" --rev=<rev> --prev-kv` prints of history, up to the event that ends with `last`. */
+async function watchHistory(endpoint: string, auth: string[], rev: number, last: string): Promise<string> {
+  const w = new BackgroundEtcdctl([...auth, 'watch', '--prefix', '', `--rev=${rev}`, '--prev-kv'], { endpoint, maxLifetimeMs: 30_000 });
+  try {
+    await w.waitForOutput(new RegExp(last.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')), 15_000);
+    return w.stdout();
+  } finally {
+    w.stop();
   }
 }
 
@@ -239,6 +250,7 @@ describe('a snapshot of etcd itself (etcd 3.4, bbolt): the way over to etcd-ts',
   let atSnapshot: { revision: number; kvs: KvJson[] };
   let compactedRev = 0;
   let leaseHex = '';
+  let etcdHistory = '';
   const clusters: Cluster[] = [];
   const ROOT = ['--user=root:rootpw'];
 
@@ -259,6 +271,7 @@ describe('a snapshot of etcd itself (etcd 3.4, bbolt): the way over to etcd-ts',
       await ctl(ep, ['put', 'leased', 'lv', `--lease=${leaseHex}`]);
       await enableAuthWithAlice(ep, [['read', '--prefix', 'big']]);
       atSnapshot = await allKvs(ep, ROOT);
+      etcdHistory = await watchHistory(ep, ROOT, compactedRev, 'leased\nlv\n');
       file = path.join(dir, 'etcd.db');
       await ctl(ep, [...ROOT, 'snapshot', 'save', file]);
     } finally {
@@ -290,6 +303,10 @@ describe('a snapshot of etcd itself (etcd 3.4, bbolt): the way over to etcd-ts',
     const old = await etcdctl([...ROOT, 'get', 'k00003', `--rev=${compactedRev - 1}`], { endpoint: ep });
     expect(old.stderr.trim().split('\n').pop()).toBe('Error: etcdserver: mvcc: required revision has been compacted');
     expect(await ctl(ep, [...ROOT, 'lease', 'list'])).toBe(`found 1 leases\n${leaseHex}\n`);
+    // A watch replaying history from the compaction point sees what it saw on etcd (no prev_kv for
+    // the first event: its previous value is compacted away on both).
+    expect(etcdHistory).toBe('PUT\nk00003\nthird\nPUT\nleased\nlv\n');
+    expect(await watchHistory(ep, ROOT, compactedRev, 'leased\nlv\n')).toBe(etcdHistory);
     // etcd's bcrypt hashes verify; permissions hold.
     expect(await ctl(ep, ['--user=alice:alicepw', 'get', 'k00005', '--print-value-only'])).toBe('value-5\n');
     const denied = await etcdctl(['--user=alice:alicepw', 'put', 'zz', 'v'], { endpoint: ep });
