@@ -18,6 +18,7 @@ import { ConfChangeType, EntryType, MemoryStorage, RawNode, StateType, decodeCon
 import type { ConfChange, Entry, Message, ReadState, Snapshot, SoftState } from '../raft';
 import { assertWalDirNotEtcd, Wal } from '../wal/wal';
 import { writeEtcdSnapshot } from './etcd_snapshot';
+import { lockDir, type DirLock } from '../runtime/dir_lock';
 import { BCRYPT_MAX_COST, BCRYPT_MIN_COST } from '../auth/bcrypt';
 import { DEFAULT_BCRYPT_COST } from '../auth/password';
 import { createCompactor, type Compactor } from '../compactor';
@@ -157,6 +158,13 @@ export class EtcdServer implements EtcdServerApi {
     // --wal-dir puts the log elsewhere (a dedicated disk), as etcd's does.
     const walDir = cfg.walDir ? cfg.walDir : path.join(memberDir, 'wal');
     const snapDir = path.join(memberDir, 'snap');
+    // One server per data directory (and WAL directory): a second one waits, as etcd's does.
+    fs.mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
+    const locks = [await lockDir(cfg.dataDir, log)];
+    if (cfg.walDir) {
+      fs.mkdirSync(walDir, { recursive: true, mode: 0o700 });
+      locks.push(await lockDir(walDir, log));
+    }
     // A data directory of etcd itself has the same layout: refuse it before anything is written.
     assertWalDirNotEtcd(walDir);
     assertLmdbFile(path.join(snapDir, 'db'));
@@ -260,6 +268,7 @@ export class EtcdServer implements EtcdServerApi {
     if (bootstrapPeers) raw.bootstrap(bootstrapPeers);
 
     const server = new EtcdServer(cfg, log, backend, mvcc, lessor, watchHub, members, alarms, applier, wal, storage, identity, snapshotIndex, snapshotIndex);
+    server.dirLocks = locks;
     server.metrics = metrics;
     server.authStore = authStore;
     server.tokens = tokens;
@@ -332,6 +341,8 @@ export class EtcdServer implements EtcdServerApi {
 
   /** Raft messages to other members (set once at start). */
   transport!: PeerTransport;
+  /** Held from start to stop: the data (and WAL) directory is this server's. */
+  private dirLocks: DirLock[] = [];
   private metrics: EtcdMetrics | null = null;
   private authStore!: AuthStore;
   private tokens!: TokenProvider;
@@ -1299,6 +1310,7 @@ export class EtcdServer implements EtcdServerApi {
     await this.mvcc.close();
     await this.backend.close();
     await this.wal.close();
+    for (const l of this.dirLocks.splice(0)) l.release();
   }
 }
 
