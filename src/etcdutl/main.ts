@@ -1,9 +1,11 @@
-// Entry point of bin/etcdutl: etcd's offline tool, for snapshot files of this server and of etcd. Command line as etcdutl's (cobra/pflag): `snapshot restore <file> [flags]`,
-// `snapshot status <file> [-w simple|json|table|fields]`, `version`. Errors print "Error: ..." and
-// exit 1, as etcdutl does.
+// Entry point of bin/etcdutl: etcd's offline tool, for snapshot files of this server and of etcd,
+// and a data directory no server is using. Command line as etcdutl's (cobra/pflag):
+// `snapshot restore <file> [flags]`, `snapshot status <file> [-w simple|json|table|fields]`,
+// `defrag --data-dir <dir>`, `version`. Errors print "Error: ..." and exit 1, as etcdutl does.
 import { ETCD_API_VERSION, ETCD_VERSION } from '../config/version';
 import { parseEtcdUrlList, parseInitialCluster } from '../config/urls';
 import { createLogger } from '../log';
+import { defragDataDir } from './defrag';
 import { restoreSnapshot } from './restore';
 import { formatStatus, snapshotStatus } from './status';
 import { SnapshotFileError } from './snapshot_file';
@@ -86,6 +88,7 @@ const USAGE = `etcdutl: an administrative command line tool for etcd-ts data (et
 Usage:
   etcdutl snapshot restore <filename> [flags]
   etcdutl snapshot status <filename> [-w simple|json|table|fields]
+  etcdutl defrag --data-dir <dir>
   etcdutl version
 
 snapshot restore flags:
@@ -122,6 +125,16 @@ async function run(argv: readonly string[]): Promise<number> {
   const [cmd, sub, ...rest] = positional;
   if (cmd === 'version') {
     process.stdout.write(`etcdutl version: ${ETCD_VERSION}\nAPI version: ${ETCD_API_VERSION}\n`);
+    return 0;
+  }
+  if (cmd === 'defrag') {
+    const dataDir = str('data-dir');
+    if (dataDir === '') throw new UsageError('required flag(s) "data-dir" not set');
+    try {
+      await defragDataDir(dataDir);
+    } catch (e) {
+      throw new SnapshotFileError(`Failed to defragment etcd data[${dataDir}] (${(e as Error).message})`);
+    }
     return 0;
   }
   if (cmd !== 'snapshot') throw new UsageError(`unknown command "${cmd}" for "etcdutl"`);

@@ -34,6 +34,12 @@ function tryBind(name: string): Promise<net.Server | null> {
   });
 }
 
+/** Takes the lock of `dir` (which must exist) if nobody holds it; null when another process does. */
+export async function tryLockDir(dir: string): Promise<DirLock | null> {
+  const s = await tryBind(socketName(dir));
+  return s === null ? null : { release: () => s.close() };
+}
+
 /** Takes the lock of `dir` (which must exist), waiting while another process holds it. */
 export async function lockDir(dir: string, log: Logger): Promise<DirLock> {
   const name = socketName(dir);
