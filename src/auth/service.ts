@@ -1,7 +1,7 @@
 // etcdserverpb.Auth on one member: resolves callers (token or TLS CN) to users, checks
 // passwords before proposing Authenticate, hashes passwords before proposing user changes
 // (so the log never carries them in clear text), and sends everything through Raft.
-import { etcdError } from '../errors';
+import { etcdError, isEtcdError, type EtcdError } from '../errors';
 import type * as pb from '../pb/types';
 import type { AuthApi, CallAuth } from '../server/types';
 import { hashPassword, verifyPassword } from './password';
@@ -112,12 +112,14 @@ export class AuthService implements AuthApi {
     return this.run({ authRoleRevokePermission: req }, ctx);
   }
 
-  watchPermitted(ctx: CallAuth | undefined, key: Buffer, rangeEnd: Buffer): boolean {
+  watchRefusal(ctx: CallAuth | undefined, key: Buffer, rangeEnd: Buffer): EtcdError | undefined {
     try {
       this.d.store.checkRange(this.authInfo(ctx), key, rangeEnd);
-      return true;
-    } catch {
-      return false;
+      return undefined;
+    } catch (e) {
+      // etcd names an invalid token, a missing user and a stale revision; anything else is a denial.
+      if (isEtcdError(e) && [etcdError('InvalidAuthToken'), etcdError('UserEmpty'), etcdError('AuthOldRevision')].some((x) => x.message === e.message)) return e;
+      return etcdError('PermissionDenied');
     }
   }
 

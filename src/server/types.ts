@@ -3,6 +3,7 @@
 // EtcdError from src/errors. Request/response shapes are the plain objects of src/pb/types
 // (proto-loader conventions: camelCase fields, int64/uint64 as decimal strings, bytes as
 // Buffer, enums as numbers, unset sub-messages as null).
+import type { EtcdError } from '../errors';
 import type * as pb from '../pb/types';
 import type { WatchSink, WatchStream } from '../watch/types';
 
@@ -35,10 +36,11 @@ export interface AuthApi {
   roleGrantPermission(req: pb.AuthRoleGrantPermissionRequest, ctx?: CallAuth): Promise<pb.AuthRoleGrantPermissionResponse>;
   roleRevokePermission(req: pb.AuthRoleRevokePermissionRequest, ctx?: CallAuth): Promise<pb.AuthRoleRevokePermissionResponse>;
   /**
-   * Whether a watch on [key, rangeEnd) may be created (etcd cancels it otherwise, with
-   * "etcdserver: permission denied" as the cancel reason). Never throws.
+   * Why a watch on [key, rangeEnd) may not be created (etcd's isWatchPermitted: an invalid
+   * token, no user, a stale auth revision or no read permission), or undefined if it may.
+   * Never throws.
    */
-  watchPermitted(ctx: CallAuth | undefined, key: Buffer, rangeEnd: Buffer): boolean;
+  watchRefusal(ctx: CallAuth | undefined, key: Buffer, rangeEnd: Buffer): EtcdError | undefined;
 }
 
 export interface EtcdServerApi {
