@@ -42,7 +42,9 @@ export class AuthService implements AuthApi {
     const { store } = this.d;
     if (!store.isEnabled()) throw etcdError('AuthNotEnabled');
     const u = store.getUser(req.name);
-    if (!u || u.noPassword) throw etcdError('AuthFailed');
+    if (!u) throw etcdError('AuthFailed');
+    // etcd's CheckPassword: a user added with no_password cannot authenticate with a password.
+    if (u.noPassword) throw etcdError('NoPasswordUser');
     if (!(await verifyPassword(req.password, u.password))) throw etcdError('AuthFailed');
     const internal: pb.InternalAuthenticateRequest = { name: req.name, password: '', simpleToken: this.d.tokens.genPrefix() };
     return this.run<pb.AuthenticateResponse>({ authenticate: internal }, undefined);

@@ -70,4 +70,14 @@ describe('auth over gRPC, as etcd 3.4 answers', () => {
     expect(await watchCreate({ key: B('a/1') }, tokens['alice'])).toEqual(expect.objectContaining({ watch_id: '0', created: true, canceled: false }));
   });
 
+  it('answers a password for a no-password user with etcd auth package error, as Unknown', async () => {
+    expect(await outcome(c.unary('Auth', 'Authenticate', { name: 'nopw', password: 'x' }))).toEqual({
+      code: 2,
+      details: 'auth: authentication failed, password was given for no password user',
+    });
+    expect(await outcome(c.unary('Auth', 'Authenticate', { name: 'nobody', password: 'x' }))).toEqual({
+      code: 3,
+      details: 'etcdserver: authentication failed, invalid user ID or password',
+    });
+  });
 });
