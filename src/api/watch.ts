@@ -198,16 +198,17 @@ class WatchCall {
       this.rejectCreate(Errors.Compacted.message);
       return;
     }
-    const fromKey = rangeEnd.length === 1 && rangeEnd[0] === 0;
-    if (rangeEnd.length > 0 && !fromKey && Buffer.compare(key, rangeEnd) >= 0) {
-      this.rejectCreate(ERR_EMPTY_WATCHER_RANGE);
-      return;
-    }
-    // etcd checks read permission on the range as the stream's caller, once, at creation; a
-    // refused create is answered with watch ID -1 and the reason (etcd's isWatchPermitted).
+    // etcd checks read permission on the range as the stream's caller, once, at creation (before
+    // the range itself); a refused create is answered with watch ID -1 and the reason (etcd's
+    // isWatchPermitted).
     const refusal = this.server.auth?.watchRefusal(callAuth(this.call), creq.key ?? Buffer.alloc(0), creq.rangeEnd ?? Buffer.alloc(0));
     if (refusal !== undefined) {
       this.rejectCreate(statusText(refusal));
+      return;
+    }
+    const fromKey = rangeEnd.length === 1 && rangeEnd[0] === 0;
+    if (rangeEnd.length > 0 && !fromKey && Buffer.compare(key, rangeEnd) >= 0) {
+      this.rejectCreate(ERR_EMPTY_WATCHER_RANGE);
       return;
     }
     if (!Number.isSafeInteger(watchId) || watchId < 0) {

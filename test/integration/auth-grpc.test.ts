@@ -70,6 +70,15 @@ describe('auth over gRPC, as etcd 3.4 answers', () => {
     expect(await watchCreate({ key: B('a/1') }, tokens['alice'])).toEqual(expect.objectContaining({ watch_id: '0', created: true, canceled: false }));
   });
 
+  it('checks a watch create against its caller before its range', async () => {
+    expect(await watchCreate({ key: B('b'), range_end: B('a') })).toEqual(
+      expect.objectContaining({ watch_id: '-1', canceled: true, cancel_reason: 'rpc error: code = InvalidArgument desc = etcdserver: user name is empty' }),
+    );
+    expect(await watchCreate({ key: B('b'), range_end: B('a') }, tokens['root'])).toEqual(
+      expect.objectContaining({ watch_id: '-1', canceled: true, cancel_reason: 'mvcc: watcher range is empty' }),
+    );
+  });
+
   it('answers a password for a no-password user with etcd auth package error, as Unknown', async () => {
     expect(await outcome(c.unary('Auth', 'Authenticate', { name: 'nopw', password: 'x' }))).toEqual({
       code: 2,
@@ -80,4 +89,5 @@ describe('auth over gRPC, as etcd 3.4 answers', () => {
       details: 'etcdserver: authentication failed, invalid user ID or password',
     });
   });
+
 });
