@@ -59,7 +59,7 @@ export class AuthService implements AuthApi {
   }
 
   async userAdd(req: pb.AuthUserAddRequest, ctx?: CallAuth): Promise<pb.AuthUserAddResponse> {
-    if (req.name.length === 0) throw etcdError('UserEmpty');
+    // An empty name is refused when applied (after the caller's token and admin checks), as etcd does.
     const noPassword = req.options?.noPassword ?? false;
     const hashed = noPassword ? '' : req.hashedPassword || (await hashPassword(req.password));
     return this.run({ authUserAdd: { name: req.name, password: '', options: req.options, hashedPassword: hashed } }, ctx);

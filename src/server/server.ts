@@ -922,12 +922,14 @@ export class EtcdServer implements EtcdServerApi {
 
   // ---------------------------------------------------------------- leases
 
-  async leaseGrant(req: pb.LeaseGrantRequest): Promise<pb.LeaseGrantResponse> {
+  async leaseGrant(req: pb.LeaseGrantRequest, ctx?: CallAuth): Promise<pb.LeaseGrantResponse> {
     this.checkQuota(0);
+    // No permission check, but as every proposal etcd's LeaseGrant refuses a token it cannot resolve.
+    const ai = this.auth.authInfo(ctx);
     // A client may choose any non-zero int64, negative ones too (etcd's LeaseGrant and lessor take them).
     const id = req.ID === '0' || req.ID === '' ? this.idGen.nextLeaseId() : BigInt(req.ID);
     if (Number(req.TTL) > MAX_LEASE_TTL_SEC) throw etcdError('LeaseTTLTooLarge');
-    const resp = (await this.propose({ leaseGrant: { ID: id.toString(), TTL: req.TTL } } as pb.InternalRaftRequest)) as pb.LeaseGrantResponse;
+    const resp = (await this.propose({ leaseGrant: { ID: id.toString(), TTL: req.TTL } } as pb.InternalRaftRequest, ai)) as pb.LeaseGrantResponse;
     this.metrics?.lease.grantedTotal.inc();
     return this.withHeader(resp);
   }

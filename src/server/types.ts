@@ -60,7 +60,7 @@ export interface EtcdServerApi {
   openWatchStream(sink: WatchSink): WatchStream;
 
   // Lease
-  leaseGrant(req: pb.LeaseGrantRequest): Promise<pb.LeaseGrantResponse>;
+  leaseGrant(req: pb.LeaseGrantRequest, ctx?: CallAuth): Promise<pb.LeaseGrantResponse>;
   leaseRevoke(req: pb.LeaseRevokeRequest, ctx?: CallAuth): Promise<pb.LeaseRevokeResponse>;
   /** One keepalive; resolves with the TTL granted (0 and ID echo for an unknown lease). */
   leaseKeepAlive(req: pb.LeaseKeepAliveRequest): Promise<pb.LeaseKeepAliveResponse>;

@@ -79,6 +79,13 @@ describe('auth over gRPC, as etcd 3.4 answers', () => {
     );
   });
 
+  it('refuses a token it cannot resolve on LeaseGrant and before looking at a UserAdd', async () => {
+    const invalid = { code: 16, details: 'etcdserver: invalid auth token' };
+    expect(await outcome(c.unary('Lease', 'LeaseGrant', { ID: '77', TTL: 60 }, 5_000, { token: 'bogus' }))).toEqual(invalid);
+    expect(await outcome(c.unary('Auth', 'UserAdd', { name: '', password: 'x' }, 5_000, { token: 'bogus' }))).toEqual(invalid);
+    expect(await outcome(c.unary('Auth', 'UserAdd', { name: '', password: 'x' }))).toEqual({ code: 3, details: 'etcdserver: user name is empty' });
+  });
+
   it('answers a password for a no-password user with etcd auth package error, as Unknown', async () => {
     expect(await outcome(c.unary('Auth', 'Authenticate', { name: 'nopw', password: 'x' }))).toEqual({
       code: 2,
