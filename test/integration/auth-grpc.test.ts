@@ -97,4 +97,15 @@ describe('auth over gRPC, as etcd 3.4 answers', () => {
     });
   });
 
+  // Last: it turns auth off.
+  it('with auth off, still refuses a read with a token it cannot resolve', async () => {
+    const root = tokens['root']!;
+    await admin('AuthDisable', {});
+    delete tokens['root'];
+    const invalid = { code: 16, details: 'etcdserver: invalid auth token' };
+    expect(await outcome(c.unary('KV', 'Range', { key: B('a') }, 5_000, { token: 'bogus' }))).toEqual(invalid);
+    // Disabling auth drops every token.
+    expect(await outcome(c.unary('KV', 'Range', { key: B('a') }, 5_000, { token: root }))).toEqual(invalid);
+    expect(await outcome(c.unary('KV', 'Range', { key: B('a') }))).toEqual(expect.objectContaining({ count: '0' }));
+  });
 });
