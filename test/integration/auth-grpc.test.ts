@@ -86,6 +86,23 @@ describe('auth over gRPC, as etcd 3.4 answers', () => {
     expect(await outcome(c.unary('Auth', 'UserAdd', { name: '', password: 'x' }))).toEqual({ code: 3, details: 'etcdserver: user name is empty' });
   });
 
+  it('grants a permission a second time when an earlier one has its key but not its range end', async () => {
+    await admin('RoleAdd', { name: 'dup' });
+    for (const [permType, range_end] of [
+      [0, B('')],
+      [0, B('b')],
+      [1, B('b')],
+    ] as const) {
+      await admin('RoleGrantPermission', { name: 'dup', perm: { permType, key: B('a'), range_end } });
+    }
+    const res = await admin('RoleGet', { role: 'dup' });
+    expect((res['perm'] as Msg[]).map((p) => [p['permType'], String(p['key']), String(p['range_end'])])).toEqual([
+      ['Read', 'a', ''],
+      ['Read', 'a', 'b'],
+      ['Write', 'a', 'b'],
+    ]);
+  });
+
   it('answers a password for a no-password user with etcd auth package error, as Unknown', async () => {
     expect(await outcome(c.unary('Auth', 'Authenticate', { name: 'nopw', password: 'x' }))).toEqual({
       code: 2,
