@@ -37,7 +37,7 @@ export class AuthService implements AuthApi {
     return resp;
   }
 
-  async authenticate(req: pb.AuthenticateRequest): Promise<pb.AuthenticateResponse> {
+  async authenticate(req: pb.AuthenticateRequest, ctx?: CallAuth): Promise<pb.AuthenticateResponse> {
     await this.d.linearizableRead();
     const { store } = this.d;
     if (!store.isEnabled()) throw etcdError('AuthNotEnabled');
@@ -47,7 +47,8 @@ export class AuthService implements AuthApi {
     if (u.noPassword) throw etcdError('NoPasswordUser');
     if (!(await verifyPassword(req.password, u.password))) throw etcdError('AuthFailed');
     const internal: pb.InternalAuthenticateRequest = { name: req.name, password: '', simpleToken: this.d.tokens.genPrefix() };
-    return this.run<pb.AuthenticateResponse>({ authenticate: internal }, undefined);
+    // Proposed like any request: a token sent along must resolve (it is not otherwise used).
+    return this.run<pb.AuthenticateResponse>({ authenticate: internal }, ctx);
   }
 
   authEnable(req: pb.AuthEnableRequest, ctx?: CallAuth): Promise<pb.AuthEnableResponse> {
@@ -135,7 +136,9 @@ export class AuthService implements AuthApi {
 
   /** Throws etcd's error unless the caller has the root role (auth disabled: anyone). */
   checkAdmin(ctx: CallAuth | undefined): void {
+    // As etcd's isPermitted: the token is resolved first, with auth off too.
+    const ai = this.authInfo(ctx);
     if (!this.d.store.isEnabled()) return;
-    this.d.store.checkAdmin(this.authInfo(ctx));
+    this.d.store.checkAdmin(ai);
   }
 }

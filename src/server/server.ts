@@ -1153,8 +1153,9 @@ export class EtcdServer implements EtcdServerApi {
     return { hasLeader: this.leaderId !== 0n, isLearner: this.members.get(this.memberId)?.isLearner ?? false };
   }
 
-  async alarm(req: pb.AlarmRequest): Promise<pb.AlarmResponse> {
-    return this.withHeader((await this.propose({ alarm: req } as pb.InternalRaftRequest)) as pb.AlarmResponse);
+  async alarm(req: pb.AlarmRequest, ctx?: CallAuth): Promise<pb.AlarmResponse> {
+    // No permission check, but as every proposal etcd's Alarm refuses a token it cannot resolve.
+    return this.withHeader((await this.propose({ alarm: req } as pb.InternalRaftRequest, this.auth.authInfo(ctx))) as pb.AlarmResponse);
   }
 
   async defragment(_req: pb.DefragmentRequest, ctx?: CallAuth): Promise<pb.DefragmentResponse> {

@@ -19,7 +19,7 @@ export interface CallAuth {
 
 /** etcdserverpb.Auth (every method checks the caller like etcd: admin ops need the root role). */
 export interface AuthApi {
-  authenticate(req: pb.AuthenticateRequest): Promise<pb.AuthenticateResponse>;
+  authenticate(req: pb.AuthenticateRequest, ctx?: CallAuth): Promise<pb.AuthenticateResponse>;
   authEnable(req: pb.AuthEnableRequest, ctx?: CallAuth): Promise<pb.AuthEnableResponse>;
   authDisable(req: pb.AuthDisableRequest, ctx?: CallAuth): Promise<pb.AuthDisableResponse>;
   userAdd(req: pb.AuthUserAddRequest, ctx?: CallAuth): Promise<pb.AuthUserAddResponse>;
@@ -78,7 +78,7 @@ export interface EtcdServerApi {
   status(req: pb.StatusRequest): Promise<pb.StatusResponse>;
   /** What etcd's interceptors check on every call: is there a leader, is this member a learner. Cheap. */
   memberState(): { hasLeader: boolean; isLearner: boolean };
-  alarm(req: pb.AlarmRequest): Promise<pb.AlarmResponse>;
+  alarm(req: pb.AlarmRequest, ctx?: CallAuth): Promise<pb.AlarmResponse>;
   defragment(req: pb.DefragmentRequest, ctx?: CallAuth): Promise<pb.DefragmentResponse>;
   hash(req: pb.HashRequest, ctx?: CallAuth): Promise<pb.HashResponse>;
   hashKV(req: pb.HashKVRequest, ctx?: CallAuth): Promise<pb.HashKVResponse>;

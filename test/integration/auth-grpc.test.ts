@@ -86,6 +86,22 @@ describe('auth over gRPC, as etcd 3.4 answers', () => {
     expect(await outcome(c.unary('Auth', 'UserAdd', { name: '', password: 'x' }))).toEqual({ code: 3, details: 'etcdserver: user name is empty' });
   });
 
+  it('refuses a token it cannot resolve sent with Authenticate or Alarm', async () => {
+    expect(await outcome(c.unary('Auth', 'Authenticate', { name: 'alice', password: 'alicepw' }, 5_000, { token: 'bogus' }))).toEqual({
+      code: 16,
+      details: 'etcdserver: invalid auth token',
+    });
+    // The password is checked first.
+    expect(await outcome(c.unary('Auth', 'Authenticate', { name: 'alice', password: 'nope' }, 5_000, { token: 'bogus' }))).toEqual({
+      code: 3,
+      details: 'etcdserver: authentication failed, invalid user ID or password',
+    });
+    // etcd 3.4 sends the auth store's error untranslated here ("auth: invalid auth token", Unknown); 3.5+ as below.
+    const alarm = await outcome(c.unary('Maintenance', 'Alarm', { action: 0 }, 5_000, { token: 'bogus' }));
+    expect(alarm).toEqual({ code: expect.any(Number), details: expect.stringMatching(/: invalid auth token$/) });
+    if (!process.env['ETCD_BIN']) expect(alarm).toEqual({ code: 16, details: 'etcdserver: invalid auth token' });
+  });
+
   it('grants a permission a second time when an earlier one has its key but not its range end', async () => {
     await admin('RoleAdd', { name: 'dup' });
     for (const [permType, range_end] of [
@@ -124,5 +140,9 @@ describe('auth over gRPC, as etcd 3.4 answers', () => {
     // Disabling auth drops every token.
     expect(await outcome(c.unary('KV', 'Range', { key: B('a') }, 5_000, { token: root }))).toEqual(invalid);
     expect(await outcome(c.unary('KV', 'Range', { key: B('a') }))).toEqual(expect.objectContaining({ count: '0' }));
+    // An admin-only request resolves the token first too (3.4: untranslated, see above).
+    const hash = await outcome(c.unary('Maintenance', 'Hash', {}, 5_000, { token: 'bogus' }));
+    expect(hash).toEqual({ code: expect.any(Number), details: expect.stringMatching(/: invalid auth token$/) });
+    if (!process.env['ETCD_BIN']) expect(hash).toEqual(invalid);
   });
 });
