@@ -134,6 +134,14 @@ export class AuthService implements AuthApi {
     this.d.store.checkRange(ai, key, rangeEnd);
   }
 
+  /** etcd's checkLeaseTimeToLive: with auth on, the caller must be able to read every key (auth off: anyone). */
+  checkLeaseKeys(ctx: CallAuth | undefined, keys: Buffer[]): void {
+    if (!this.d.store.isEnabled()) return;
+    const ai = this.authInfo(ctx);
+    if (!ai) throw etcdError('UserEmpty');
+    for (const key of keys) this.d.store.checkRange(ai, key, Buffer.alloc(0));
+  }
+
   /** Throws etcd's error unless the caller has the root role (auth disabled: anyone). */
   checkAdmin(ctx: CallAuth | undefined): void {
     // As etcd's isPermitted: the token is resolved first, with auth off too.

@@ -970,7 +970,10 @@ export class EtcdServer implements EtcdServerApi {
     return { header: this.header(), ID: req.ID, TTL: String(ttl) } as pb.LeaseKeepAliveResponse;
   }
 
-  async leaseTimeToLive(req: pb.LeaseTimeToLiveRequest): Promise<pb.LeaseTimeToLiveResponse> {
+  async leaseTimeToLive(req: pb.LeaseTimeToLiveRequest, ctx?: CallAuth): Promise<pb.LeaseTimeToLiveResponse> {
+    // etcd's checkLeaseTimeToLive (3.4.26+, 3.5.9+; CVE-2023-32082): with auth on, a caller asking
+    // for a lease's keys must be able to read each of them.
+    if (req.keys) this.auth.checkLeaseKeys(ctx, this.lessor.timeToLive(BigInt(req.ID))?.keys ?? []);
     await this.waitLeader();
     if (!this.isLeader) {
       const r = await this.leaderClient.timeToLive(this.leaderUrl(), req, this.requestTimeoutMs);

@@ -64,7 +64,7 @@ export interface EtcdServerApi {
   leaseRevoke(req: pb.LeaseRevokeRequest, ctx?: CallAuth): Promise<pb.LeaseRevokeResponse>;
   /** One keepalive; resolves with the TTL granted (0 and ID echo for an unknown lease). */
   leaseKeepAlive(req: pb.LeaseKeepAliveRequest): Promise<pb.LeaseKeepAliveResponse>;
-  leaseTimeToLive(req: pb.LeaseTimeToLiveRequest): Promise<pb.LeaseTimeToLiveResponse>;
+  leaseTimeToLive(req: pb.LeaseTimeToLiveRequest, ctx?: CallAuth): Promise<pb.LeaseTimeToLiveResponse>;
   leaseLeases(req: pb.LeaseLeasesRequest): Promise<pb.LeaseLeasesResponse>;
 
   // Cluster

@@ -102,6 +102,25 @@ describe('auth over gRPC, as etcd 3.4 answers', () => {
     if (!process.env['ETCD_BIN']) expect(alarm).toEqual({ code: 16, details: 'etcdserver: invalid auth token' });
   });
 
+  it("shows a lease's keys only to a caller who may read them (CVE-2023-32082, fixed in etcd 3.4.26 and 3.5.9)", async () => {
+    await c.unary('Lease', 'LeaseGrant', { ID: '500', TTL: 600 }, 5_000, { token: tokens['root']! });
+    await c.unary('KV', 'Put', { key: B('secret'), value: B('v'), lease: '500' }, 5_000, { token: tokens['root']! });
+    const asAlice = (keys: boolean): Promise<unknown> => outcome(c.unary('Lease', 'LeaseTimeToLive', { ID: '500', keys }, 5_000, { token: tokens['alice']! }));
+    expect(await asAlice(false)).toEqual(expect.objectContaining({ ID: '500', keys: [] }));
+    const withKeys = await asAlice(true);
+    const anonymous = await outcome(c.unary('Lease', 'LeaseTimeToLive', { ID: '500', keys: true }));
+    if (process.env['ETCD_BIN']) {
+      // The reference, etcd 3.4.23, still has the leak.
+      expect(withKeys).toEqual(expect.objectContaining({ keys: [B('secret')] }));
+    } else {
+      expect(withKeys).toEqual({ code: 7, details: 'etcdserver: permission denied' });
+      expect(anonymous).toEqual({ code: 3, details: 'etcdserver: user name is empty' });
+    }
+    expect(await outcome(c.unary('Lease', 'LeaseTimeToLive', { ID: '500', keys: true }, 5_000, { token: tokens['root']! }))).toEqual(
+      expect.objectContaining({ keys: [B('secret')] }),
+    );
+  });
+
   it('grants a permission a second time when an earlier one has its key but not its range end', async () => {
     await admin('RoleAdd', { name: 'dup' });
     for (const [permType, range_end] of [
