@@ -1,7 +1,8 @@
 // Randomized differential test of auth: a seeded random sequence of auth admin requests (users,
 // roles, permissions over keys, ranges, prefixes and from-keys, enable/disable, authenticate with
-// right and wrong passwords) mixed with KV requests (Put, Range, DeleteRange, Txn, Compact), leases
-// and watch creates, each sent as a randomly chosen user (that user's token from Authenticate in
+// right and wrong passwords) mixed with KV requests (Put, Range, DeleteRange, Txn, Compact), lease
+// requests, maintenance requests (Status, Hash, HashKV, Alarm, Defragment) and watch creates, each
+// sent as a randomly chosen user (that user's token from Authenticate in
 // the `token` metadata), with a stale or bogus token, or with none; sent with grpc-js to the real
 // etcd 3.4 and to the server under test, each started fresh with the same flags. Each step's
 // outcome (response or gRPC code + message) is normalised and compared; the first divergence fails
