@@ -46,7 +46,7 @@ export function authService(server: EtcdServerApi): grpc.UntypedServiceImplement
   }
   return {
     ...impl,
-    Authenticate: unary<pb.AuthenticateRequest, pb.AuthenticateResponse>(async (req) => a.authenticate(req)),
+    Authenticate: unary<pb.AuthenticateRequest, pb.AuthenticateResponse>(async (req, call) => a.authenticate(req, callAuth(call))),
     AuthEnable: unary<pb.AuthEnableRequest, pb.AuthEnableResponse>(async (req, call) => a.authEnable(req, callAuth(call))),
     AuthDisable: unary<pb.AuthDisableRequest, pb.AuthDisableResponse>(async (req, call) => a.authDisable(req, callAuth(call))),
     UserAdd: unary<pb.AuthUserAddRequest, pb.AuthUserAddResponse>(async (req, call) => a.userAdd(req, callAuth(call))),

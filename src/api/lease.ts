@@ -21,14 +21,14 @@ function isLeaseNotFound(e: unknown): boolean {
 
 export function leaseService(server: EtcdServerApi, log: ApiLogger): grpc.UntypedServiceImplementation {
   return {
-    LeaseGrant: unary<pb.LeaseGrantRequest, pb.LeaseGrantResponse>(async (req) => {
+    LeaseGrant: unary<pb.LeaseGrantRequest, pb.LeaseGrantResponse>(async (req, call) => {
       checkRequestSize(wireSizeOf(req), server.limits.maxRequestBytes);
-      return server.leaseGrant(req);
+      return server.leaseGrant(req, callAuth(call));
     }),
     LeaseRevoke: unary<pb.LeaseRevokeRequest, pb.LeaseRevokeResponse>(async (req, call) => server.leaseRevoke(req, callAuth(call))),
-    LeaseTimeToLive: unary<pb.LeaseTimeToLiveRequest, pb.LeaseTimeToLiveResponse>(async (req) => {
+    LeaseTimeToLive: unary<pb.LeaseTimeToLiveRequest, pb.LeaseTimeToLiveResponse>(async (req, call) => {
       try {
-        return await server.leaseTimeToLive(req);
+        return await server.leaseTimeToLive(req, callAuth(call));
       } catch (e) {
         // etcd answers an unknown lease with TTL -1 rather than an error.
         if (!isLeaseNotFound(e)) throw e;

@@ -9,7 +9,7 @@ import { callAuth } from './auth';
 
 export function maintenanceService(server: EtcdServerApi, log: ApiLogger): grpc.UntypedServiceImplementation {
   return {
-    Alarm: unary<pb.AlarmRequest, pb.AlarmResponse>(async (req) => server.alarm(req)),
+    Alarm: unary<pb.AlarmRequest, pb.AlarmResponse>(async (req, call) => server.alarm(req, callAuth(call))),
     Status: unary<pb.StatusRequest, pb.StatusResponse>(async (req) => server.status(req)),
     Defragment: unary<pb.DefragmentRequest, pb.DefragmentResponse>(async (req, call) => server.defragment(req, callAuth(call))),
     Hash: unary<pb.HashRequest, pb.HashResponse>(async (req, call) => server.hash(req, callAuth(call))),

@@ -84,7 +84,7 @@ export function asCaller(server: EtcdServerApi, ctx: CallAuth): ConcurrencyApi {
     range: (req) => server.range(req, ctx),
     txn: (req) => server.txn(req, ctx),
     deleteRange: (req) => server.deleteRange(req, ctx),
-    leaseGrant: (req) => server.leaseGrant(req),
+    leaseGrant: (req) => server.leaseGrant(req, ctx),
     openWatchStream: (sink) => server.openWatchStream(sink),
     header: (revision) => server.header(revision),
   };

@@ -6,7 +6,7 @@ import type { KeyValue, MvccEvent } from '../mvcc/types';
 import type { EtcdServerApi } from '../server/types';
 import { callAuth } from './auth';
 import type { WatchCreateParams, WatchStream, WatchStreamEvent } from '../watch/types';
-import { Errors } from '../errors';
+import { Code, Errors, type EtcdError } from '../errors';
 import type { ApiLogger } from './types';
 import { eventSize, watchResponseBaseSize } from './watch_size';
 
@@ -27,8 +27,13 @@ const ERR_WATCHER_DUPLICATE_ID = 'mvcc: duplicate watch ID provided on the Watch
  */
 export const MAX_PENDING_CREATES_PER_STREAM = 1024;
 
+/** Go's codes.Code.String(): the names of our Code table. */
+const CODE_NAMES = new Map<number, string>(Object.entries(Code).map(([name, n]) => [n, name]));
+
 /** etcd puts the text of its gRPC status error (not the bare message) in cancel_reason. */
-const WATCH_PERMISSION_DENIED = 'rpc error: code = PermissionDenied desc = etcdserver: permission denied';
+function statusText(e: EtcdError): string {
+  return `rpc error: code = ${CODE_NAMES.get(e.code) ?? `Code(${e.code})`} desc = ${e.message}`;
+}
 
 export function watchService(server: EtcdServerApi, log: ApiLogger): grpc.UntypedServiceImplementation {
   return {
@@ -193,14 +198,17 @@ class WatchCall {
       this.rejectCreate(Errors.Compacted.message);
       return;
     }
+    // etcd checks read permission on the range as the stream's caller, once, at creation (before
+    // the range itself); a refused create is answered with watch ID -1 and the reason (etcd's
+    // isWatchPermitted).
+    const refusal = this.server.auth?.watchRefusal(callAuth(this.call), creq.key ?? Buffer.alloc(0), creq.rangeEnd ?? Buffer.alloc(0));
+    if (refusal !== undefined) {
+      this.rejectCreate(statusText(refusal));
+      return;
+    }
     const fromKey = rangeEnd.length === 1 && rangeEnd[0] === 0;
     if (rangeEnd.length > 0 && !fromKey && Buffer.compare(key, rangeEnd) >= 0) {
       this.rejectCreate(ERR_EMPTY_WATCHER_RANGE);
-      return;
-    }
-    // etcd checks read permission on the range as the stream's caller, once, at creation.
-    if (this.server.auth && !this.server.auth.watchPermitted(callAuth(this.call), creq.key ?? Buffer.alloc(0), creq.rangeEnd ?? Buffer.alloc(0))) {
-      this.rejectCreate(WATCH_PERMISSION_DENIED, watchId);
       return;
     }
     if (!Number.isSafeInteger(watchId) || watchId < 0) {

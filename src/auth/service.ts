@@ -1,7 +1,7 @@
 // etcdserverpb.Auth on one member: resolves callers (token or TLS CN) to users, checks
 // passwords before proposing Authenticate, hashes passwords before proposing user changes
 // (so the log never carries them in clear text), and sends everything through Raft.
-import { etcdError } from '../errors';
+import { etcdError, isEtcdError, type EtcdError } from '../errors';
 import type * as pb from '../pb/types';
 import type { AuthApi, CallAuth } from '../server/types';
 import { hashPassword, verifyPassword } from './password';
@@ -39,15 +39,18 @@ export class AuthService implements AuthApi {
     return resp;
   }
 
-  async authenticate(req: pb.AuthenticateRequest): Promise<pb.AuthenticateResponse> {
+  async authenticate(req: pb.AuthenticateRequest, ctx?: CallAuth): Promise<pb.AuthenticateResponse> {
     await this.d.linearizableRead();
     const { store } = this.d;
     if (!store.isEnabled()) throw etcdError('AuthNotEnabled');
     const u = store.getUser(req.name);
-    if (!u || u.noPassword) throw etcdError('AuthFailed');
+    if (!u) throw etcdError('AuthFailed');
+    // etcd's CheckPassword: a user added with no_password cannot authenticate with a password.
+    if (u.noPassword) throw etcdError('NoPasswordUser');
     if (!(await verifyPassword(req.password, u.password))) throw etcdError('AuthFailed');
     const internal: pb.InternalAuthenticateRequest = { name: req.name, password: '', simpleToken: this.d.tokens.genPrefix() };
-    return this.run<pb.AuthenticateResponse>({ authenticate: internal }, undefined);
+    // Proposed like any request: a token sent along must resolve (it is not otherwise used).
+    return this.run<pb.AuthenticateResponse>({ authenticate: internal }, ctx);
   }
 
   authEnable(req: pb.AuthEnableRequest, ctx?: CallAuth): Promise<pb.AuthEnableResponse> {
@@ -59,7 +62,7 @@ export class AuthService implements AuthApi {
   }
 
   async userAdd(req: pb.AuthUserAddRequest, ctx?: CallAuth): Promise<pb.AuthUserAddResponse> {
-    if (req.name.length === 0) throw etcdError('UserEmpty');
+    // An empty name is refused when applied (after the caller's token and admin checks), as etcd does.
     const noPassword = req.options?.noPassword ?? false;
     const hashed = noPassword ? '' : req.hashedPassword || (await hashPassword(req.password, this.d.bcryptCost));
     return this.run({ authUserAdd: { name: req.name, password: '', options: req.options, hashedPassword: hashed } }, ctx);
@@ -114,24 +117,38 @@ export class AuthService implements AuthApi {
     return this.run({ authRoleRevokePermission: req }, ctx);
   }
 
-  watchPermitted(ctx: CallAuth | undefined, key: Buffer, rangeEnd: Buffer): boolean {
+  watchRefusal(ctx: CallAuth | undefined, key: Buffer, rangeEnd: Buffer): EtcdError | undefined {
     try {
       this.d.store.checkRange(this.authInfo(ctx), key, rangeEnd);
-      return true;
-    } catch {
-      return false;
+      return undefined;
+    } catch (e) {
+      // etcd names an invalid token, a missing user and a stale revision; anything else is a denial.
+      if (isEtcdError(e) && [etcdError('InvalidAuthToken'), etcdError('UserEmpty'), etcdError('AuthOldRevision')].some((x) => x.message === e.message)) return e;
+      return etcdError('PermissionDenied');
     }
   }
 
   /** Throws etcd's error unless the caller may read [key, rangeEnd). */
   checkRange(ctx: CallAuth | undefined, key: Buffer, rangeEnd: Buffer): void {
+    // etcd's doSerialize resolves the token first: one it cannot resolve is refused with auth off too.
+    const ai = this.authInfo(ctx);
     if (!this.d.store.isEnabled()) return;
-    this.d.store.checkRange(this.authInfo(ctx), key, rangeEnd);
+    this.d.store.checkRange(ai, key, rangeEnd);
+  }
+
+  /** etcd's checkLeaseTimeToLive: with auth on, the caller must be able to read every key (auth off: anyone). */
+  checkLeaseKeys(ctx: CallAuth | undefined, keys: Buffer[]): void {
+    if (!this.d.store.isEnabled()) return;
+    const ai = this.authInfo(ctx);
+    if (!ai) throw etcdError('UserEmpty');
+    for (const key of keys) this.d.store.checkRange(ai, key, Buffer.alloc(0));
   }
 
   /** Throws etcd's error unless the caller has the root role (auth disabled: anyone). */
   checkAdmin(ctx: CallAuth | undefined): void {
+    // As etcd's isPermitted: the token is resolved first, with auth off too.
+    const ai = this.authInfo(ctx);
     if (!this.d.store.isEnabled()) return;
-    this.d.store.checkAdmin(this.authInfo(ctx));
+    this.d.store.checkAdmin(ai);
   }
 }

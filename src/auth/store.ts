@@ -54,6 +54,17 @@ const ROLE_PREFIX = 'r/';
 const ENABLED_KEY = Buffer.from('enabled');
 const REVISION_KEY = Buffer.from('revision');
 
+/**
+ * etcd 3.5+'s isValidPermissionRange: a permission names a non-empty key, and a range end (if
+ * any) after it or "\0" (every key from `key` on).
+ */
+export function isValidPermissionRange(key: Buffer, rangeEnd: Buffer): boolean {
+  if (key.length === 0) return false;
+  if (rangeEnd.length === 0) return true;
+  if (Buffer.compare(key, rangeEnd) < 0) return true;
+  return rangeEnd.length === 1 && rangeEnd[0] === 0;
+}
+
 interface MergedPerms {
   read: IntervalSet;
   write: IntervalSet;
@@ -260,13 +271,19 @@ export class AuthStore {
   }
 
   roleGrantPermission(r: pb.AuthRoleGrantPermissionRequest): void {
-    const role = this.roles.get(r.name);
-    if (!role) throw etcdError('RoleNotFound');
-    const perm = r.perm ?? { permType: 0, key: Buffer.alloc(0), rangeEnd: Buffer.alloc(0) };
+    // etcd 3.5+ checks the permission before the role (3.4 stored any range, and crashed on none).
+    if (!r.perm) throw etcdError('PermissionNotGiven');
+    const perm = r.perm;
     const key = Buffer.from(perm.key ?? Buffer.alloc(0));
     const rangeEnd = Buffer.from(perm.rangeEnd ?? Buffer.alloc(0));
+    if (!isValidPermissionRange(key, rangeEnd)) throw etcdError('InvalidAuthMgmt');
+    const role = this.roles.get(r.name);
+    if (!role) throw etcdError('RoleNotFound');
     const perms = role.perms.map((p) => ({ ...p }));
-    const same = perms.find((p) => p.key.equals(key) && p.rangeEnd.equals(rangeEnd));
+    // As etcd: only the first permission whose key is >= the new key can be updated in place
+    // (sort.Search on the key-sorted list); any other match gets a second entry.
+    const idx = perms.findIndex((p) => Buffer.compare(p.key, key) >= 0);
+    const same = idx >= 0 && perms[idx]!.key.equals(key) && perms[idx]!.rangeEnd.equals(rangeEnd) ? perms[idx] : undefined;
     if (same) same.permType = perm.permType;
     else {
       perms.push({ permType: perm.permType, key, rangeEnd });

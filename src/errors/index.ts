@@ -81,6 +81,11 @@ export const Errors = {
   RoleNotFound: def(Code.FailedPrecondition, "etcdserver: role name not found"),
   RoleEmpty: def(Code.InvalidArgument, "etcdserver: role name is empty"),
   AuthFailed: def(Code.InvalidArgument, "etcdserver: authentication failed, invalid user ID or password"),
+  // etcd's auth.ErrNoPasswordUser has no gRPC error of its own: togRPCError sends it as Unknown
+  // with the auth package's text (3.4 through 3.6).
+  NoPasswordUser: def(Code.Unknown, "auth: authentication failed, password was given for no password user"),
+  // etcd 3.5+: a RoleGrantPermission without a permission.
+  PermissionNotGiven: def(Code.InvalidArgument, "etcdserver: permission not given"),
   PermissionDenied: def(Code.PermissionDenied, "etcdserver: permission denied"),
   RoleNotGranted: def(Code.FailedPrecondition, "etcdserver: role is not granted to the user"),
   PermissionNotGranted: def(Code.FailedPrecondition, "etcdserver: permission is not granted to the role"),

@@ -945,12 +945,14 @@ export class EtcdServer implements EtcdServerApi {
 
   // ---------------------------------------------------------------- leases
 
-  async leaseGrant(req: pb.LeaseGrantRequest): Promise<pb.LeaseGrantResponse> {
+  async leaseGrant(req: pb.LeaseGrantRequest, ctx?: CallAuth): Promise<pb.LeaseGrantResponse> {
     this.checkQuota(0);
+    // No permission check, but as every proposal etcd's LeaseGrant refuses a token it cannot resolve.
+    const ai = this.auth.authInfo(ctx);
     // A client may choose any non-zero int64, negative ones too (etcd's LeaseGrant and lessor take them).
     const id = req.ID === '0' || req.ID === '' ? this.idGen.nextLeaseId() : BigInt(req.ID);
     if (Number(req.TTL) > MAX_LEASE_TTL_SEC) throw etcdError('LeaseTTLTooLarge');
-    const resp = (await this.propose({ leaseGrant: { ID: id.toString(), TTL: req.TTL } } as pb.InternalRaftRequest)) as pb.LeaseGrantResponse;
+    const resp = (await this.propose({ leaseGrant: { ID: id.toString(), TTL: req.TTL } } as pb.InternalRaftRequest, ai)) as pb.LeaseGrantResponse;
     this.metrics?.lease.grantedTotal.inc();
     return this.withHeader(resp);
   }
@@ -991,7 +993,10 @@ export class EtcdServer implements EtcdServerApi {
     return { header: this.header(), ID: req.ID, TTL: String(ttl) } as pb.LeaseKeepAliveResponse;
   }
 
-  async leaseTimeToLive(req: pb.LeaseTimeToLiveRequest): Promise<pb.LeaseTimeToLiveResponse> {
+  async leaseTimeToLive(req: pb.LeaseTimeToLiveRequest, ctx?: CallAuth): Promise<pb.LeaseTimeToLiveResponse> {
+    // etcd's checkLeaseTimeToLive (3.4.26+, 3.5.9+; CVE-2023-32082): with auth on, a caller asking
+    // for a lease's keys must be able to read each of them.
+    if (req.keys) this.auth.checkLeaseKeys(ctx, this.lessor.timeToLive(BigInt(req.ID))?.keys ?? []);
     await this.waitLeader();
     if (!this.isLeader) {
       const r = await this.leaderClient.timeToLive(this.leaderUrl(), req, this.requestTimeoutMs);
@@ -1174,8 +1179,9 @@ export class EtcdServer implements EtcdServerApi {
     return { hasLeader: this.leaderId !== 0n, isLearner: this.members.get(this.memberId)?.isLearner ?? false };
   }
 
-  async alarm(req: pb.AlarmRequest): Promise<pb.AlarmResponse> {
-    return this.withHeader((await this.propose({ alarm: req } as pb.InternalRaftRequest)) as pb.AlarmResponse);
+  async alarm(req: pb.AlarmRequest, ctx?: CallAuth): Promise<pb.AlarmResponse> {
+    // No permission check, but as every proposal etcd's Alarm refuses a token it cannot resolve.
+    return this.withHeader((await this.propose({ alarm: req } as pb.InternalRaftRequest, this.auth.authInfo(ctx))) as pb.AlarmResponse);
   }
 
   async defragment(_req: pb.DefragmentRequest, ctx?: CallAuth): Promise<pb.DefragmentResponse> {

@@ -3,6 +3,7 @@
 // EtcdError from src/errors. Request/response shapes are the plain objects of src/pb/types
 // (proto-loader conventions: camelCase fields, int64/uint64 as decimal strings, bytes as
 // Buffer, enums as numbers, unset sub-messages as null).
+import type { EtcdError } from '../errors';
 import type * as pb from '../pb/types';
 import type { WatchSink, WatchStream } from '../watch/types';
 
@@ -18,7 +19,7 @@ export interface CallAuth {
 
 /** etcdserverpb.Auth (every method checks the caller like etcd: admin ops need the root role). */
 export interface AuthApi {
-  authenticate(req: pb.AuthenticateRequest): Promise<pb.AuthenticateResponse>;
+  authenticate(req: pb.AuthenticateRequest, ctx?: CallAuth): Promise<pb.AuthenticateResponse>;
   authEnable(req: pb.AuthEnableRequest, ctx?: CallAuth): Promise<pb.AuthEnableResponse>;
   authDisable(req: pb.AuthDisableRequest, ctx?: CallAuth): Promise<pb.AuthDisableResponse>;
   userAdd(req: pb.AuthUserAddRequest, ctx?: CallAuth): Promise<pb.AuthUserAddResponse>;
@@ -35,10 +36,11 @@ export interface AuthApi {
   roleGrantPermission(req: pb.AuthRoleGrantPermissionRequest, ctx?: CallAuth): Promise<pb.AuthRoleGrantPermissionResponse>;
   roleRevokePermission(req: pb.AuthRoleRevokePermissionRequest, ctx?: CallAuth): Promise<pb.AuthRoleRevokePermissionResponse>;
   /**
-   * Whether a watch on [key, rangeEnd) may be created (etcd cancels it otherwise, with
-   * "etcdserver: permission denied" as the cancel reason). Never throws.
+   * Why a watch on [key, rangeEnd) may not be created (etcd's isWatchPermitted: an invalid
+   * token, no user, a stale auth revision or no read permission), or undefined if it may.
+   * Never throws.
    */
-  watchPermitted(ctx: CallAuth | undefined, key: Buffer, rangeEnd: Buffer): boolean;
+  watchRefusal(ctx: CallAuth | undefined, key: Buffer, rangeEnd: Buffer): EtcdError | undefined;
 }
 
 export interface EtcdServerApi {
@@ -58,11 +60,11 @@ export interface EtcdServerApi {
   openWatchStream(sink: WatchSink): WatchStream;
 
   // Lease
-  leaseGrant(req: pb.LeaseGrantRequest): Promise<pb.LeaseGrantResponse>;
+  leaseGrant(req: pb.LeaseGrantRequest, ctx?: CallAuth): Promise<pb.LeaseGrantResponse>;
   leaseRevoke(req: pb.LeaseRevokeRequest, ctx?: CallAuth): Promise<pb.LeaseRevokeResponse>;
   /** One keepalive; resolves with the TTL granted (0 and ID echo for an unknown lease). */
   leaseKeepAlive(req: pb.LeaseKeepAliveRequest): Promise<pb.LeaseKeepAliveResponse>;
-  leaseTimeToLive(req: pb.LeaseTimeToLiveRequest): Promise<pb.LeaseTimeToLiveResponse>;
+  leaseTimeToLive(req: pb.LeaseTimeToLiveRequest, ctx?: CallAuth): Promise<pb.LeaseTimeToLiveResponse>;
   leaseLeases(req: pb.LeaseLeasesRequest): Promise<pb.LeaseLeasesResponse>;
 
   // Cluster
@@ -76,7 +78,7 @@ export interface EtcdServerApi {
   status(req: pb.StatusRequest): Promise<pb.StatusResponse>;
   /** What etcd's interceptors check on every call: is there a leader, is this member a learner. Cheap. */
   memberState(): { hasLeader: boolean; isLearner: boolean };
-  alarm(req: pb.AlarmRequest): Promise<pb.AlarmResponse>;
+  alarm(req: pb.AlarmRequest, ctx?: CallAuth): Promise<pb.AlarmResponse>;
   defragment(req: pb.DefragmentRequest, ctx?: CallAuth): Promise<pb.DefragmentResponse>;
   hash(req: pb.HashRequest, ctx?: CallAuth): Promise<pb.HashResponse>;
   hashKV(req: pb.HashKVRequest, ctx?: CallAuth): Promise<pb.HashKVResponse>;

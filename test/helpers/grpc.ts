@@ -45,6 +45,12 @@ type UnaryFn = (
 type StreamFn = (meta?: grpc.Metadata, opts?: grpc.CallOptions) => grpc.ClientDuplexStream<Msg, Msg>;
 type ServerStreamFn = (req: Msg, opts?: grpc.CallOptions) => grpc.ClientReadableStream<Msg>;
 
+function toMetadata(meta: Record<string, string> | undefined): grpc.Metadata {
+  const md = new grpc.Metadata();
+  for (const [k, v] of Object.entries(meta ?? {})) md.set(k, v);
+  return md;
+}
+
 /** One channel to one endpoint with a client per etcd service. */
 export class EtcdGrpc {
   private readonly clients = new Map<ServiceName, grpc.Client>();
@@ -65,13 +71,13 @@ export class EtcdGrpc {
     }
   }
 
-  /** One unary call; rejects with the gRPC error (code, details) on failure. */
-  unary(service: ServiceName, method: string, req: Msg, deadlineMs = 10_000): Promise<Msg> {
+  /** One unary call; rejects with the gRPC error (code, details) on failure. `meta`: request metadata (e.g. `token`). */
+  unary(service: ServiceName, method: string, req: Msg, deadlineMs = 10_000, meta?: Record<string, string>): Promise<Msg> {
     const client = this.client(service);
     const fn = (client as unknown as Record<string, UnaryFn>)[method];
     if (typeof fn !== 'function') throw new Error(`no method ${service}.${method}`);
     return new Promise((resolve, reject) => {
-      fn.call(client, req, new grpc.Metadata(), { deadline: Date.now() + deadlineMs }, (err, res) => {
+      fn.call(client, req, toMetadata(meta), { deadline: Date.now() + deadlineMs }, (err, res) => {
         if (err) reject(err);
         else resolve(res);
       });
@@ -79,12 +85,12 @@ export class EtcdGrpc {
   }
 
   /** A bidi stream (Watch.Watch, Lease.LeaseKeepAlive). */
-  bidi(service: ServiceName, method: string, deadlineMs?: number): grpc.ClientDuplexStream<Msg, Msg> {
+  bidi(service: ServiceName, method: string, deadlineMs?: number, meta?: Record<string, string>): grpc.ClientDuplexStream<Msg, Msg> {
     const client = this.client(service);
     const fn = (client as unknown as Record<string, StreamFn>)[method];
     if (typeof fn !== 'function') throw new Error(`no method ${service}.${method}`);
     const opts: grpc.CallOptions = deadlineMs === undefined ? {} : { deadline: Date.now() + deadlineMs };
-    return fn.call(client, new grpc.Metadata(), opts);
+    return fn.call(client, toMetadata(meta), opts);
   }
 
   /** A server stream (Maintenance.Snapshot). */

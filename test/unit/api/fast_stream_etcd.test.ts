@@ -172,7 +172,7 @@ describe('fast bidi path on a real member', () => {
       expect(fast).toEqual(slow);
       // etcd checks the watch's permission with the caller it cannot authenticate: refused in cancel_reason.
       expect(fast).toEqual([
-        expect.objectContaining({ created: true, canceled: true, cancelReason: 'rpc error: code = PermissionDenied desc = etcdserver: permission denied' }),
+        expect.objectContaining({ created: true, canceled: true, cancelReason: 'rpc error: code = Unauthenticated desc = etcdserver: invalid auth token' }),
       ]);
       const good = new grpc.Metadata();
       good.set('token', tok);

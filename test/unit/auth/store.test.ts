@@ -50,6 +50,37 @@ function setupEnabled(): AuthInfo {
 }
 
 describe('AuthStore', () => {
+  it('refuses a permission etcd 3.5+ refuses, before looking up the role', () => {
+    const g = (key: string, rangeEnd: string | Buffer, role = 'r'): string =>
+      errOf(() => st.roleGrantPermission({ name: role, perm: { permType: PermType.READ, key: b(key), rangeEnd: typeof rangeEnd === 'string' ? b(rangeEnd) : rangeEnd } }));
+    tx(() => st.roleAdd({ name: 'r' }));
+    expect(errOf(() => st.roleGrantPermission({ name: 'r', perm: null }))).toBe('etcdserver: permission not given');
+    expect(g('', '')).toBe('etcdserver: invalid auth management');
+    expect(g('', Buffer.from([0]))).toBe('etcdserver: invalid auth management');
+    expect(g('b', 'a')).toBe('etcdserver: invalid auth management');
+    expect(g('b', 'b')).toBe('etcdserver: invalid auth management');
+    expect(g('b', 'a', 'nope')).toBe('etcdserver: invalid auth management');
+    expect(g('b', 'c', 'nope')).toBe('etcdserver: role name not found');
+    expect(g('b', '')).toBe('no error');
+    expect(g('b', 'c')).toBe('no error');
+    expect(g('b', Buffer.from([0]))).toBe('no error');
+    expect(g(Buffer.from([0]).toString('latin1'), Buffer.from([0]))).toBe('no error');
+  });
+
+  it('updates a granted permission in place only when it is the first with its key, as etcd does', () => {
+    tx(() => st.roleAdd({ name: 'r' }));
+    grant('r', PermType.READ, 'a', '');
+    grant('r', PermType.READ, 'a', 'b');
+    // etcd's sort.Search finds ("a", "") first: ("a", "b") is granted a second time.
+    grant('r', PermType.WRITE, 'a', 'b');
+    grant('r', PermType.WRITE, 'a', '');
+    expect(st.roleGet('r').map((p) => [p.permType, p.key.toString(), p.rangeEnd.toString()])).toEqual([
+      [PermType.WRITE, 'a', ''],
+      [PermType.READ, 'a', 'b'],
+      [PermType.WRITE, 'a', 'b'],
+    ]);
+  });
+
   it('answers etcd errors for users and roles', () => {
     expect(errOf(() => st.userAdd({ name: '', password: '', hashedPassword: '', options: null }))).toBe('etcdserver: user name is empty');
     addUser('u');
