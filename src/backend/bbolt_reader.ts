@@ -97,6 +97,7 @@ export class BboltReader {
   private page(id: number): Buffer {
     const size = this.meta.pageSize;
     if (!(id >= 2 && id < this.meta.highWaterPgid)) throw new BboltError(`page ${id} outside the database (${this.meta.highWaterPgid} pages)`);
+    if ((id + 1) * size > this.fileBytes) throw new BboltError(`page ${id} is past the end of the file (${this.fileBytes} bytes): the file is cut short`);
     const head = Buffer.alloc(BBOLT_PAGE_HEADER_BYTES);
     fs.readSync(this.fd, head, 0, BBOLT_PAGE_HEADER_BYTES, id * size);
     if (safeU64(head, 0, 'page id') !== id) throw new BboltError(`page ${id} has id ${head.readBigUInt64LE(0)}`);

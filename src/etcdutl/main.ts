@@ -2,13 +2,16 @@
 // and a data directory no server is using. Command line as etcdutl's (cobra/pflag):
 // `snapshot restore <file> [flags]`, `snapshot status <file> [-w simple|json|table|fields]`,
 // `defrag --data-dir <dir>`, `version`. Errors print "Error: ..." and exit 1, as etcdutl does.
+import path from 'node:path';
 import { ETCD_API_VERSION, ETCD_VERSION } from '../config/version';
 import { parseEtcdUrlList, parseInitialCluster } from '../config/urls';
 import { createLogger } from '../log';
 import { defragDataDir } from './defrag';
 import { restoreSnapshot } from './restore';
 import { formatStatus, snapshotStatus } from './status';
-import { SnapshotFileError } from './snapshot_file';
+import { BackendFormatError } from '../backend/backend';
+import { BboltError } from '../backend/bbolt_reader';
+import { EtcdutlError } from './errors';
 
 class UsageError extends Error {}
 
@@ -133,7 +136,7 @@ async function run(argv: readonly string[]): Promise<number> {
     try {
       await defragDataDir(dataDir);
     } catch (e) {
-      throw new SnapshotFileError(`Failed to defragment etcd data[${dataDir}] (${(e as Error).message})`);
+      throw new EtcdutlError(`Failed to defragment etcd data[${dataDir}] (${(e as Error).message})`);
     }
     return 0;
   }
@@ -157,14 +160,14 @@ async function run(argv: readonly string[]): Promise<number> {
     }
     const name = str('name');
     const dataDir = str('data-dir') || `${name}.etcd`;
-    const walDir = str('wal-dir') || `${dataDir}/member/wal`;
+    const walDir = str('wal-dir') || path.join(dataDir, 'member', 'wal');
     let initialCluster: Map<string, string[]>;
     let peerUrls: string[];
     try {
       initialCluster = new Map([...parseInitialCluster(str('initial-cluster'))].map(([n, urls]) => [n, urls.map((u) => u.text)]));
       peerUrls = parseEtcdUrlList(str('initial-advertise-peer-urls')).map((u) => u.text);
     } catch (e) {
-      throw new SnapshotFileError((e as Error).message);
+      throw new EtcdutlError((e as Error).message);
     }
     const log = createLogger({ level: 'info', outputs: ['stderr'] });
     try {
@@ -193,8 +196,10 @@ async function run(argv: readonly string[]): Promise<number> {
 run(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (e: unknown) => {
-    if (e instanceof UsageError || e instanceof SnapshotFileError) {
-      process.stderr.write(`Error: ${e.message}\n`);
+    // What the file or the command line is wrong about, in a line; a broken invariant (a bug) with its stack.
+    const plain = e instanceof UsageError || e instanceof EtcdutlError || e instanceof BboltError || e instanceof BackendFormatError || (e as NodeJS.ErrnoException).code === 'ENOENT';
+    if (plain) {
+      process.stderr.write(`Error: ${(e as Error).message}\n`);
       process.exit(1);
     }
     process.stderr.write(`Error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);

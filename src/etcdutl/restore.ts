@@ -14,7 +14,8 @@ import { Members, type Member } from '../membership/members';
 import { MvccStore } from '../mvcc/store';
 import { Wal } from '../wal/wal';
 import { importEtcdDb } from './import_etcd';
-import { copyVerifiedDb, SnapshotFileError } from './snapshot_file';
+import { EtcdutlError } from './errors';
+import { copyVerifiedDb } from './snapshot_file';
 
 export interface RestoreOptions {
   snapshotPath: string;
@@ -43,17 +44,17 @@ export interface RestoreResult {
 /** etcd's ServerConfig.VerifyBootstrap, the parts that apply to a restore. */
 function verifyBootstrap(o: RestoreOptions): void {
   const own = o.initialCluster.get(o.name);
-  if (own === undefined) throw new SnapshotFileError(`couldn't find local name "${o.name}" in the initial cluster configuration`);
+  if (own === undefined) throw new EtcdutlError(`couldn't find local name "${o.name}" in the initial cluster configuration`);
   const a = [...own].sort().join(',');
   const b = [...o.peerUrls].sort().join(',');
   if (a !== b) {
-    throw new SnapshotFileError(`--initial-cluster has ${o.name}=${a} but missing from --initial-advertise-peer-urls=${b}`);
+    throw new EtcdutlError(`--initial-cluster has ${o.name}=${a} but missing from --initial-advertise-peer-urls=${b}`);
   }
   const seen = new Map<string, string>();
   for (const [name, urls] of o.initialCluster) {
     for (const u of urls) {
       const other = seen.get(u);
-      if (other !== undefined) throw new SnapshotFileError(`duplicate URL ${u} for members ${other} and ${name} in --initial-cluster`);
+      if (other !== undefined) throw new EtcdutlError(`duplicate URL ${u} for members ${other} and ${name} in --initial-cluster`);
       seen.set(u, name);
     }
   }
@@ -61,12 +62,12 @@ function verifyBootstrap(o: RestoreOptions): void {
 
 export async function restoreSnapshot(o: RestoreOptions, log: Logger): Promise<RestoreResult> {
   verifyBootstrap(o);
-  if (fs.existsSync(o.dataDir)) throw new SnapshotFileError(`data-dir "${o.dataDir}" exists`);
+  if (fs.existsSync(o.dataDir)) throw new EtcdutlError(`data-dir "${o.dataDir}" exists`);
   const defaultWalDir = path.join(o.dataDir, 'member', 'wal');
-  if (o.walDir !== defaultWalDir && fs.existsSync(o.walDir)) throw new SnapshotFileError(`wal-dir "${o.walDir}" exists`);
-  if (!fs.existsSync(o.snapshotPath)) throw new SnapshotFileError(`stat ${o.snapshotPath}: no such file or directory`);
+  if (o.walDir !== defaultWalDir && fs.existsSync(o.walDir)) throw new EtcdutlError(`wal-dir "${o.walDir}" exists`);
+  if (!fs.existsSync(o.snapshotPath)) throw new EtcdutlError(`stat ${o.snapshotPath}: no such file or directory`);
   const format = dbFileFormat(o.snapshotPath);
-  if (format !== 'lmdb' && format !== 'bbolt') throw new SnapshotFileError(`${o.snapshotPath} is not a snapshot file (no database header)`);
+  if (format !== 'lmdb' && format !== 'bbolt') throw new EtcdutlError(`${o.snapshotPath} is not a snapshot file (no database header)`);
 
   const snapDir = path.join(o.dataDir, 'member', 'snap');
   log.info('restoring snapshot', { path: o.snapshotPath, 'wal-dir': o.walDir, 'data-dir': o.dataDir, 'snap-dir': snapDir });

@@ -4,12 +4,12 @@
 // 512-byte sectors, so size % 512 == 32 means a trailer) and so do we.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
+import { EtcdutlError } from './errors';
 
 const SHA256_BYTES = 32;
 const SECTOR_BYTES = 512;
 const COPY_CHUNK_BYTES = 1024 * 1024;
 
-export class SnapshotFileError extends Error {}
 
 /** etcd's hasChecksum: a trailer is there when the size is 32 past a sector boundary. */
 export function hasChecksum(sizeBytes: number): boolean {
@@ -24,7 +24,7 @@ export function hasChecksum(sizeBytes: number): boolean {
 export function copyVerifiedDb(snapshotPath: string, dbPath: string, skipHashCheck: boolean): void {
   const size = fs.statSync(snapshotPath).size;
   const withHash = hasChecksum(size);
-  if (!withHash && !skipHashCheck) throw new SnapshotFileError('snapshot missing hash but --skip-hash-check=false');
+  if (!withHash && !skipHashCheck) throw new EtcdutlError('snapshot missing hash but --skip-hash-check=false');
   const dbBytes = withHash ? size - SHA256_BYTES : size;
   const src = fs.openSync(snapshotPath, 'r');
   const dst = fs.openSync(dbPath, 'wx', 0o600);
@@ -35,7 +35,7 @@ export function copyVerifiedDb(snapshotPath: string, dbPath: string, skipHashChe
     while (at < dbBytes) {
       const want = Math.min(buf.length, dbBytes - at);
       const n = fs.readSync(src, buf, 0, want, at);
-      if (n === 0) throw new SnapshotFileError(`snapshot file ${snapshotPath} ended at ${at} of ${dbBytes} bytes`);
+      if (n === 0) throw new EtcdutlError(`snapshot file ${snapshotPath} ended at ${at} of ${dbBytes} bytes`);
       const chunk = buf.subarray(0, n);
       sha.update(chunk);
       fs.writeSync(dst, chunk, 0, n, at);
@@ -45,7 +45,7 @@ export function copyVerifiedDb(snapshotPath: string, dbPath: string, skipHashChe
       const expected = Buffer.alloc(SHA256_BYTES);
       fs.readSync(src, expected, 0, SHA256_BYTES, dbBytes);
       const got = sha.digest();
-      if (!got.equals(expected)) throw new SnapshotFileError(`expected sha256 ${goBytes(expected)}, got ${goBytes(got)}`);
+      if (!got.equals(expected)) throw new EtcdutlError(`expected sha256 ${goBytes(expected)}, got ${goBytes(got)}`);
     }
     fs.fsyncSync(dst);
   } finally {

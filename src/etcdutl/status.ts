@@ -11,7 +11,8 @@ import { Crc32c } from '../backend/crc32c';
 import { KEY_DB } from '../mvcc';
 import { bytesToRev } from '../mvcc/revision';
 import { BboltReader } from '../backend/bbolt_reader';
-import { copyVerifiedDb, hasChecksum, SnapshotFileError } from './snapshot_file';
+import { EtcdutlError } from './errors';
+import { copyVerifiedDb, hasChecksum } from './snapshot_file';
 
 export interface SnapshotStatus {
   hash: number;
@@ -22,10 +23,10 @@ export interface SnapshotStatus {
 }
 
 export async function snapshotStatus(snapshotPath: string): Promise<SnapshotStatus> {
-  if (!fs.existsSync(snapshotPath)) throw new SnapshotFileError(`stat ${snapshotPath}: no such file or directory`);
+  if (!fs.existsSync(snapshotPath)) throw new EtcdutlError(`stat ${snapshotPath}: no such file or directory`);
   const format = dbFileFormat(snapshotPath);
   if (format === 'bbolt') return bboltStatus(snapshotPath);
-  if (format !== 'lmdb') throw new SnapshotFileError(`${snapshotPath} is not a snapshot file (no database header)`);
+  if (format !== 'lmdb') throw new EtcdutlError(`${snapshotPath} is not a snapshot file (no database header)`);
   // Read a private copy: opening the file itself would create LMDB's lock file next to it, and
   // the sha256 trailer is not part of the database.
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcdutl-status-'));
@@ -113,7 +114,7 @@ export function formatStatus(s: SnapshotStatus, writeOut: string): string {
     case 'table':
       return table(HEADER.map((h) => h.toUpperCase()), [row(s)]);
     default:
-      throw new SnapshotFileError(`unsupported output format "${writeOut}"`);
+      throw new EtcdutlError(`unsupported output format "${writeOut}"`);
   }
 }
 
