@@ -16,33 +16,19 @@
 // DIFF_AUTH_OPS=M requests per seed (default 300). With ETCD_BIN=/usr/bin/etcd both sides are the
 // real etcd: that run checks the generator and the normalisation. DIFF_AUTH_VERBOSE=1 prints what
 // each seed exercised, DIFF_AUTH_DUMP=dir writes every step with etcd's outcome.
-import fs from 'node:fs';
-import path from 'node:path';
 import { afterAll, describe, it } from 'vitest';
-import { EtcdMember, etcdBin, startEtcd } from '../helpers/etcd-process';
+import { DifferentialConfig, envInt, runDifferentialSeed, seedsFromEnv, stopLeftoverServers } from '../helpers/differential';
+import { EtcdMember } from '../helpers/etcd-process';
 import { EtcdGrpc, isRpcError, Msg, ServiceName, StreamReader } from '../helpers/grpc';
-import { lineDiff, normalize, NormalizeContext } from '../helpers/normalize';
-import { mulberry32 } from '../helpers/random';
+import { normalize, NormalizeContext } from '../helpers/normalize';
+import { SeededChoices } from '../helpers/random';
 
-const REFERENCE_BIN = '/usr/bin/etcd';
 const CALL_DEADLINE_MS = 5_000;
-// etcd's bcrypt at its default cost takes ~50 ms a hash; ours ignores the flag (scrypt).
+// bcrypt at its default cost takes ~50-70 ms a hash on either server; cost 4 keeps seeds fast.
 const FLAGS = ['--bcrypt-cost=4'];
 
-function envInt(name: string, dflt: number): number {
-  const v = process.env[name];
-  if (v === undefined || v === '') return dflt;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`${name}=${v}: not a non-negative integer`);
-  return n;
-}
 const OPS = envInt('DIFF_AUTH_OPS', 300);
-const SEEDS: number[] = (() => {
-  const n = envInt('DIFF_AUTH_SEEDS', 0);
-  if (n === 0) return [1, 2];
-  const first = envInt('DIFF_AUTH_FIRST_SEED', 1);
-  return Array.from({ length: n }, (_, i) => first + i);
-})();
+const SEEDS = seedsFromEnv('DIFF_AUTH');
 
 // ---------------------------------------------------------------------------------------------
 // Names, keys, requests
@@ -180,7 +166,7 @@ interface UserInfo {
 }
 
 class Generator {
-  private readonly r: () => number;
+  private readonly rng: SeededChoices;
   rev = 1;
   compactRev = -1;
   enabled = false;
@@ -192,68 +178,49 @@ class Generator {
   readonly leases: string[] = [];
 
   constructor(seed: number) {
-    this.r = mulberry32(seed);
-  }
-
-  private chance(p: number): boolean {
-    return this.r() < p;
-  }
-  private int(lo: number, hi: number): number {
-    return lo + Math.floor(this.r() * (hi - lo + 1));
-  }
-  private pick<T>(xs: readonly T[]): T {
-    return xs[Math.floor(this.r() * xs.length)]!;
-  }
-  private weighted<T>(choices: ReadonlyArray<readonly [number, T]>): T {
-    const total = choices.reduce((s, [w]) => s + w, 0);
-    let x = this.r() * total;
-    for (const [w, c] of choices) {
-      x -= w;
-      if (x < 0) return c;
-    }
-    return choices[choices.length - 1]![1];
+    this.rng = new SeededChoices(seed);
   }
 
   private userName(): string {
     const known = [...this.users.keys()];
-    if (known.length > 0 && this.chance(0.6)) return this.pick(known);
-    return this.chance(0.35) ? 'root' : this.pick(USERS);
+    if (known.length > 0 && this.rng.chance(0.6)) return this.rng.pick(known);
+    return this.rng.chance(0.35) ? 'root' : this.rng.pick(USERS);
   }
   private roleName(): string {
     const known = [...this.roles.keys()];
-    if (known.length > 0 && this.chance(0.55)) return this.pick(known);
-    return this.chance(0.3) ? 'root' : this.pick(ROLES);
+    if (known.length > 0 && this.rng.chance(0.55)) return this.rng.pick(known);
+    return this.rng.chance(0.3) ? 'root' : this.rng.pick(ROLES);
   }
   private password(user: string | undefined): string {
     const u = user === undefined ? undefined : this.users.get(user);
-    if (u !== undefined && this.chance(0.75)) return u.password;
-    return this.chance(0.1) ? 'wrong' : this.pick(PASSWORDS);
+    if (u !== undefined && this.rng.chance(0.75)) return u.password;
+    return this.rng.chance(0.1) ? 'wrong' : this.rng.pick(PASSWORDS);
   }
 
   /** The latest token of a user (most often), an older token, or a bogus one. */
   private token(user?: string): TokenRef | string | undefined {
-    if (this.chance(0.04)) return this.pick(BOGUS_TOKENS);
+    if (this.rng.chance(0.04)) return this.rng.pick(BOGUS_TOKENS);
     if (this.tokens.length === 0) return undefined;
-    if (this.chance(0.12)) {
-      const n = this.int(0, this.tokens.length - 1);
+    if (this.rng.chance(0.12)) {
+      const n = this.rng.int(0, this.tokens.length - 1);
       return new TokenRef(n, this.tokens[n]!);
     }
     const users = [...new Set(this.tokens)];
-    const u = user !== undefined && users.includes(user) ? user : this.pick(users);
+    const u = user !== undefined && users.includes(user) ? user : this.rng.pick(users);
     const n = this.tokens.lastIndexOf(u);
     return new TokenRef(n, u);
   }
 
   private adminCaller(): TokenRef | string | undefined {
-    if (this.chance(this.enabled ? 0.1 : 0.5)) return undefined;
-    return this.token(this.chance(this.enabled ? 0.8 : 0.3) ? 'root' : undefined);
+    if (this.rng.chance(this.enabled ? 0.1 : 0.5)) return undefined;
+    return this.token(this.rng.chance(this.enabled ? 0.8 : 0.3) ? 'root' : undefined);
   }
 
   private kvCaller(): TokenRef | string | undefined {
-    if (this.chance(0.15)) return undefined;
+    if (this.rng.chance(0.15)) return undefined;
     // Mostly someone without the root role, whose permissions are checked.
     const others = [...new Set(this.tokens)].filter((u) => !this.users.get(u)?.roles.has('root'));
-    return this.token(others.length > 0 && this.chance(0.75) ? this.pick(others) : undefined);
+    return this.token(others.length > 0 && this.rng.chance(0.75) ? this.rng.pick(others) : undefined);
   }
 
   /**
@@ -262,7 +229,7 @@ class Generator {
    * ALLOWED_DIFFERENCES; in a txn a different answer would make the two stores differ).
    */
   private keyRange(forPerm: boolean, ordered = false): Msg {
-    const kind = this.weighted([
+    const kind = this.rng.weighted([
       [35, 'one'],
       [15, 'interval'],
       [25, 'prefix'],
@@ -272,60 +239,60 @@ class Generator {
     ] as const);
     switch (kind) {
       case 'one':
-        return { key: this.pick(KEYS) };
+        return { key: this.rng.pick(KEYS) };
       case 'interval': {
-        const key = this.pick(this.chance(0.8) ? KEYS : BOUNDS);
-        const end = this.pick(this.chance(0.7) ? KEYS : BOUNDS);
+        const key = this.rng.pick(this.rng.chance(0.8) ? KEYS : BOUNDS);
+        const end = this.rng.pick(this.rng.chance(0.7) ? KEYS : BOUNDS);
         if (!ordered || end.equals(ZERO) || Buffer.compare(key, end) < 0) return { key, range_end: end };
         return key.equals(end) ? { key } : { key: end, range_end: key };
       }
       case 'prefix': {
-        const p = this.pick(PREFIXES);
+        const p = this.rng.pick(PREFIXES);
         return { key: p, range_end: prefixEnd(p) };
       }
       case 'from':
-        return { key: this.pick(KEYS), range_end: ZERO };
+        return { key: this.rng.pick(KEYS), range_end: ZERO };
       case 'all':
         return { key: ZERO, range_end: ZERO };
       case 'emptyKey':
-        return { key: EMPTY, range_end: this.pick([EMPTY, ZERO, B('b')]) };
+        return { key: EMPTY, range_end: this.rng.pick([EMPTY, ZERO, B('b')]) };
     }
   }
 
   private put(): Msg {
-    const req: Msg = { key: this.pick(KEYS), value: this.pick(VALUES) };
-    if (this.chance(0.3)) req['prev_kv'] = true;
-    if (this.leases.length > 0 && this.chance(0.15)) req['lease'] = this.pick(this.leases);
+    const req: Msg = { key: this.rng.pick(KEYS), value: this.rng.pick(VALUES) };
+    if (this.rng.chance(0.3)) req['prev_kv'] = true;
+    if (this.leases.length > 0 && this.rng.chance(0.15)) req['lease'] = this.rng.pick(this.leases);
     return req;
   }
 
   private range(ordered = false): Msg {
     const req = this.keyRange(false, ordered);
-    if (this.chance(0.2)) req['serializable'] = true;
-    if (this.chance(0.2)) req['limit'] = this.int(1, 3);
-    if (this.chance(0.1)) req['count_only'] = true;
+    if (this.rng.chance(0.2)) req['serializable'] = true;
+    if (this.rng.chance(0.2)) req['limit'] = this.rng.int(1, 3);
+    if (this.rng.chance(0.1)) req['count_only'] = true;
     return req;
   }
 
   private deleteRange(): Msg {
     const req = this.keyRange(false);
-    if (this.chance(0.4)) req['prev_kv'] = true;
+    if (this.rng.chance(0.4)) req['prev_kv'] = true;
     return req;
   }
 
   private txn(): Msg {
-    const compare = Array.from({ length: this.int(0, 2) }, (): Msg => {
-      const c: Msg = this.chance(0.8) ? { key: this.pick(KEYS) } : this.keyRange(false, true);
+    const compare = Array.from({ length: this.rng.int(0, 2) }, (): Msg => {
+      const c: Msg = this.rng.chance(0.8) ? { key: this.rng.pick(KEYS) } : this.keyRange(false, true);
       c['target'] = 0; // VERSION
-      c['result'] = this.int(0, 3);
-      c['version'] = String(this.int(0, 2));
+      c['result'] = this.rng.int(0, 3);
+      c['version'] = String(this.rng.int(0, 2));
       return c;
     });
-    const readOnly = this.chance(0.35);
+    const readOnly = this.rng.chance(0.35);
     const ops = (): Msg[] => {
       const used = new Set<string>();
-      return Array.from({ length: this.int(0, 2) }, (): Msg => {
-        const kind = readOnly ? 'range' : this.weighted([
+      return Array.from({ length: this.rng.int(0, 2) }, (): Msg => {
+        const kind = readOnly ? 'range' : this.rng.weighted([
           [40, 'put'],
           [25, 'del'],
           [35, 'range'],
@@ -333,7 +300,7 @@ class Generator {
         if (kind === 'range') return { request_range: this.range(true) };
         // Distinct single keys: etcd's duplicate-key rule is not what this test is about.
         const free = KEYS.filter((k) => !used.has(k.toString('hex')));
-        const key = this.pick(free.length > 0 ? free : KEYS);
+        const key = this.rng.pick(free.length > 0 ? free : KEYS);
         used.add(key.toString('hex'));
         if (kind === 'put') {
           // No prev_kv: etcd (3.4 to 3.6) does not check read permission for a put's prev_kv in a
@@ -342,7 +309,7 @@ class Generator {
           delete put['prev_kv'];
           return { request_put: put };
         }
-        return { request_delete_range: this.chance(0.4) ? { key, prev_kv: true } : { key } };
+        return { request_delete_range: this.rng.chance(0.4) ? { key, prev_kv: true } : { key } };
       });
     };
     return { compare, success: ops(), failure: ops() };
@@ -351,13 +318,13 @@ class Generator {
   next(): Step {
     // With auth off, now and then take the next step towards enabling it (root, its role, enable),
     // so that most of a seed runs with auth on.
-    if (!this.enabled && this.chance(0.15)) {
+    if (!this.enabled && this.rng.chance(0.15)) {
       const root = this.users.get('root');
-      if (root === undefined) return { kind: 'UserAdd', req: { name: 'root', password: this.pick(PASSWORDS.slice(1)) }, as: this.adminCaller() };
+      if (root === undefined) return { kind: 'UserAdd', req: { name: 'root', password: this.rng.pick(PASSWORDS.slice(1)) }, as: this.adminCaller() };
       if (!root.roles.has('root')) return { kind: 'UserGrantRole', req: { user: 'root', role: 'root' }, as: this.adminCaller() };
       return { kind: 'AuthEnable', req: {}, as: this.adminCaller() };
     }
-    const kind = this.weighted<Kind>([
+    const kind = this.rng.weighted<Kind>([
       [6, 'UserAdd'],
       [1.5, 'UserDelete'],
       [3, 'UserGet'],
@@ -397,45 +364,45 @@ class Generator {
   private build(kind: Kind): Step {
     switch (kind) {
       case 'UserAdd': {
-        const name = this.chance(0.7) ? this.pick(USERS.filter((u) => !this.users.has(u))) ?? this.userName() : this.userName();
-        const req: Msg = { name, password: this.pick(PASSWORDS) };
-        if (this.chance(0.15)) req['options'] = { no_password: this.chance(0.8) };
+        const name = this.rng.chance(0.7) ? this.rng.pick(USERS.filter((u) => !this.users.has(u))) ?? this.userName() : this.userName();
+        const req: Msg = { name, password: this.rng.pick(PASSWORDS) };
+        if (this.rng.chance(0.15)) req['options'] = { no_password: this.rng.chance(0.8) };
         return { kind, req, as: this.adminCaller() };
       }
       case 'UserDelete':
         return { kind, req: { name: this.userName() }, as: this.adminCaller() };
       case 'UserGet': {
-        const as = this.chance(0.5) ? this.adminCaller() : this.kvCaller();
+        const as = this.rng.chance(0.5) ? this.adminCaller() : this.kvCaller();
         // Often the caller asks about itself (allowed without the root role).
-        const self = as instanceof TokenRef && this.chance(0.4) ? as.user : this.userName();
+        const self = as instanceof TokenRef && this.rng.chance(0.4) ? as.user : this.userName();
         return { kind, req: { name: self }, as };
       }
       case 'UserList':
         return { kind, req: {}, as: this.adminCaller() };
       case 'UserChangePassword':
-        return { kind, req: { name: this.userName(), password: this.pick(PASSWORDS) }, as: this.adminCaller() };
+        return { kind, req: { name: this.userName(), password: this.rng.pick(PASSWORDS) }, as: this.adminCaller() };
       case 'UserGrantRole':
-        return { kind, req: { user: this.userName(), role: this.chance(0.2) ? 'root' : this.roleName() }, as: this.adminCaller() };
+        return { kind, req: { user: this.userName(), role: this.rng.chance(0.2) ? 'root' : this.roleName() }, as: this.adminCaller() };
       case 'UserRevokeRole': {
         const name = this.userName();
         return { kind, req: { name, role: this.roleName() }, as: this.adminCaller() };
       }
       case 'RoleAdd':
-        return { kind, req: { name: this.chance(0.7) ? (this.pick(ROLES.filter((r) => !this.roles.has(r))) ?? this.roleName()) : this.roleName() }, as: this.adminCaller() };
+        return { kind, req: { name: this.rng.chance(0.7) ? (this.rng.pick(ROLES.filter((r) => !this.roles.has(r))) ?? this.roleName()) : this.roleName() }, as: this.adminCaller() };
       case 'RoleDelete':
         return { kind, req: { role: this.roleName() }, as: this.adminCaller() };
       case 'RoleGet':
-        return { kind, req: { role: this.roleName() }, as: this.chance(0.5) ? this.adminCaller() : this.kvCaller() };
+        return { kind, req: { role: this.roleName() }, as: this.rng.chance(0.5) ? this.adminCaller() : this.kvCaller() };
       case 'RoleList':
         return { kind, req: {}, as: this.adminCaller() };
       case 'RoleGrantPermission': {
-        const perm: Msg = { permType: this.int(0, 2), ...this.keyRange(true) };
+        const perm: Msg = { permType: this.rng.int(0, 2), ...this.keyRange(true) };
         return { kind, req: { name: this.roleName(), perm }, as: this.adminCaller() };
       }
       case 'RoleRevokePermission': {
         const role = this.roleName();
         const granted = this.roles.get(role) ?? [];
-        const kr = granted.length > 0 && this.chance(0.7) ? this.pick(granted) : this.keyRange(true);
+        const kr = granted.length > 0 && this.rng.chance(0.7) ? this.rng.pick(granted) : this.keyRange(true);
         const req: Msg = { role, key: kr['key'] };
         if (kr['range_end'] !== undefined) req['range_end'] = kr['range_end'];
         return { kind, req, as: this.adminCaller() };
@@ -447,7 +414,7 @@ class Generator {
       case 'Authenticate': {
         const name = this.userName();
         // Authenticate is proposed like any request: etcd resolves a token sent with it too.
-        const as = this.chance(0.15) ? this.kvCaller() : undefined;
+        const as = this.rng.chance(0.15) ? this.kvCaller() : undefined;
         return { kind, req: { name, password: this.password(name) }, as, tokenIndex: this.tokens.length };
       }
       case 'Put':
@@ -459,32 +426,32 @@ class Generator {
       case 'Txn':
         return { kind, req: this.txn(), as: this.kvCaller() };
       case 'Compact':
-        return { kind, req: { revision: this.int(Math.max(1, this.compactRev), this.rev + 1) }, as: this.kvCaller() };
+        return { kind, req: { revision: this.rng.int(Math.max(1, this.compactRev), this.rev + 1) }, as: this.kvCaller() };
       case 'LeaseGrant':
         return { kind, req: { ID: String(100 + this.leases.length), TTL: 3600 }, as: this.kvCaller() };
       case 'LeaseRevoke':
-        return { kind, req: { ID: this.leases.length > 0 && this.chance(0.8) ? this.pick(this.leases) : '99' }, as: this.kvCaller() };
+        return { kind, req: { ID: this.leases.length > 0 && this.rng.chance(0.8) ? this.rng.pick(this.leases) : '99' }, as: this.kvCaller() };
       case 'LeaseTimeToLive':
-        return { kind, req: { ID: this.leases.length > 0 && this.chance(0.8) ? this.pick(this.leases) : '99', keys: this.chance(0.5) }, as: this.kvCaller() };
+        return { kind, req: { ID: this.leases.length > 0 && this.rng.chance(0.8) ? this.rng.pick(this.leases) : '99', keys: this.rng.chance(0.5) }, as: this.kvCaller() };
       case 'LeaseLeases':
         return { kind, req: {}, as: this.kvCaller() };
       case 'Status':
       case 'Hash':
       case 'Defragment':
-        return { kind, req: {}, as: this.chance(0.5) ? this.adminCaller() : this.kvCaller() };
+        return { kind, req: {}, as: this.rng.chance(0.5) ? this.adminCaller() : this.kvCaller() };
       case 'HashKV':
         return {
           kind,
-          req: { revision: this.chance(0.5) ? 0 : this.int(Math.max(1, this.compactRev), this.rev) },
-          as: this.chance(0.5) ? this.adminCaller() : this.kvCaller(),
+          req: { revision: this.rng.chance(0.5) ? 0 : this.rng.int(Math.max(1, this.compactRev), this.rev) },
+          as: this.rng.chance(0.5) ? this.adminCaller() : this.kvCaller(),
           compactRev: this.compactRev,
         };
       case 'Alarm':
         // GET (action 0): the alarms, none here.
-        return { kind, req: { action: 0 }, as: this.chance(0.5) ? this.adminCaller() : this.kvCaller() };
+        return { kind, req: { action: 0 }, as: this.rng.chance(0.5) ? this.adminCaller() : this.kvCaller() };
       case 'Watch': {
         const req = this.keyRange(false);
-        if (this.chance(0.3)) req['prev_kv'] = true;
+        if (this.rng.chance(0.3)) req['prev_kv'] = true;
         return { kind, req, as: this.kvCaller() };
       }
     }
@@ -760,85 +727,29 @@ const ALLOWED_DIFFERENCES: AllowedDifference[] = [
 
 // ---------------------------------------------------------------------------------------------
 
-const live = new Set<EtcdMember>();
-afterAll(async () => {
-  await Promise.all([...live].map((m) => m.stop()));
-});
+afterAll(stopLeftoverServers);
 
-function serverLogs(members: EtcdMember[]): string {
-  return members
-    .map((m) => {
-      const gone = m.proc.exitCode !== null || m.proc.signalCode !== null;
-      return gone ? `\n\n--- ${m.name} exited (code ${m.proc.exitCode}, signal ${m.proc.signalCode}); its log ends:\n${m.logs().slice(-6000)}` : '';
-    })
-    .join('');
-}
-
-async function runSeed(seed: number, ops: number): Promise<{ tolerated: string[] }> {
-  const [ref, subj] = await Promise.all([
-    startEtcd({ bin: REFERENCE_BIN, args: FLAGS }).then((m) => (live.add(m), m)),
-    startEtcd({ bin: etcdBin(), args: FLAGS }).then((m) => (live.add(m), m)),
-  ]);
-  const refSide = new Side(ref);
-  const subjSide = new Side(subj);
-  const gen = new Generator(seed);
-  const history: string[] = [];
-  const tolerated: string[] = [];
-  const stats = new Map<string, number>();
-  const dumpDir = process.env['DIFF_AUTH_DUMP'];
-  const dump: string[] | undefined = dumpDir ? [] : undefined;
-  try {
-    for (let i = 1; i <= ops; i++) {
-      const step = gen.next();
-      const [a, b] = await Promise.all([refSide.run(step), subjSide.run(step)]);
-      const sa = JSON.stringify(a.norm, null, 2);
-      const sb = JSON.stringify(b.norm, null, 2);
-      const line = `#${i} ${step.kind} ${show(step.req)}${step.as === undefined ? '' : ` as ${show(step.as)}`}`;
-      if (sa !== sb) {
-        const allowed = ALLOWED_DIFFERENCES.find((d) => d.applies(step, a.norm, b.norm));
-        if (allowed === undefined) {
-          throw new Error(
-            `seed ${seed}: step ${i} differs ('-' etcd ${REFERENCE_BIN}, '+' ${etcdBin()})\n` +
-              `request: ${line}\n${lineDiff(sa, sb)}\n\n` +
-              `previous steps (etcd's outcome):\n${history.slice(-12).join('\n')}\n\n` +
-              `replay: DIFF_AUTH_FIRST_SEED=${seed} DIFF_AUTH_SEEDS=1 DIFF_AUTH_OPS=${i}` +
-              serverLogs([ref, subj]),
-          );
-        }
-        tolerated.push(`${line}: ${allowed.why}`);
-        const undo = allowed.undo?.(step, a.norm);
-        if (undo !== undefined) {
-          const u = await refSide.run(undo);
-          if (!('ok' in u.raw)) throw new Error(`seed ${seed}: step ${i}: undoing ${show(undo)} on etcd failed: ${show(u.raw)}`);
-        }
-      }
-      history.push(`${line}\n    -> ${show(a.raw).slice(0, 400)}`);
-      if (dump !== undefined) dump.push(`${line}\n    -> ${show(a.raw)}`);
-      const tally = `${'ok' in a.raw ? 'ok' : a.raw.err.details}${gen.enabled ? ' (auth on)' : ''}`;
-      stats.set(`${step.kind}: ${tally}`, (stats.get(`${step.kind}: ${tally}`) ?? 0) + 1);
-      gen.observe(step, a.raw);
-    }
-  } finally {
-    refSide.close();
-    subjSide.close();
-    await Promise.all([ref.stop(), subj.stop()]);
-    live.delete(ref);
-    live.delete(subj);
-    if (dumpDir && dump) {
-      fs.mkdirSync(dumpDir, { recursive: true });
-      fs.writeFileSync(path.join(dumpDir, `seed-${seed}.txt`), dump.join('\n') + '\n');
-    }
-    if (process.env['DIFF_AUTH_VERBOSE']) {
-      console.log(`seed ${seed}:\n${[...stats].sort().map(([k, n]) => `  ${n}\t${k}`).join('\n')}`);
-    }
-  }
-  return { tolerated };
-}
+const CONFIG: DifferentialConfig<Step, Outcome, Generator> = {
+  envPrefix: 'DIFF_AUTH',
+  flags: FLAGS,
+  side: (m) => new Side(m),
+  generator: (seed) => new Generator(seed),
+  describe: (step) => `${step.kind} ${show(step.req)}${step.as === undefined ? '' : ` as ${show(step.as)}`}`,
+  show,
+  allowed: (step, ref, subj) => {
+    const d = ALLOWED_DIFFERENCES.find((x) => x.applies(step, ref, subj));
+    return d === undefined ? undefined : { why: d.why, undo: d.undo?.(step, ref) };
+  },
+  tally: (step, raw, gen) => `${step.kind}: ${'ok' in raw ? 'ok' : raw.err.details}${gen.enabled ? ' (auth on)' : ''}`,
+  isOk: (raw) => 'ok' in raw,
+  historySteps: 12,
+  historyChars: 400,
+};
 
 describe('differential (random auth): real etcd vs the server under test', () => {
   for (const seed of SEEDS) {
     it(`seed ${seed}: ${OPS} random auth and KV requests get the same outcomes`, async () => {
-      const { tolerated } = await runSeed(seed, OPS);
+      const { tolerated } = await runDifferentialSeed(seed, OPS, CONFIG);
       if (tolerated.length > 0) console.log(`seed ${seed}: allowed differences:\n${tolerated.join('\n')}`);
     }, 40_000 + OPS * 150);
   }

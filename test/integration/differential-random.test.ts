@@ -13,36 +13,22 @@
 // DIFF_RANDOM_OPS=M requests per seed (default 300). With ETCD_BIN=/usr/bin/etcd both sides are the
 // real etcd: that run checks the generator and the normalisation. DIFF_RANDOM_VERBOSE=1 prints
 // what each seed exercised, DIFF_RANDOM_DUMP=dir writes every step with etcd's outcome.
-import fs from 'node:fs';
-import path from 'node:path';
 import { afterAll, describe, it } from 'vitest';
-import { EtcdMember, etcdBin, startEtcd } from '../helpers/etcd-process';
+import { DifferentialConfig, envInt, runDifferentialSeed, seedsFromEnv, stopLeftoverServers } from '../helpers/differential';
+import { EtcdMember } from '../helpers/etcd-process';
 import { EtcdGrpc, isRpcError, Msg, StreamReader } from '../helpers/grpc';
-import { lineDiff, normalize, NormalizeContext } from '../helpers/normalize';
-import { mulberry32 } from '../helpers/random';
+import { normalize, NormalizeContext } from '../helpers/normalize';
+import { SeededChoices } from '../helpers/random';
 import { sleepMs } from '../helpers/wait';
 
-const REFERENCE_BIN = '/usr/bin/etcd';
 const CALL_DEADLINE_MS = 5_000;
 const MAX_REQUEST_BYTES = 16 * 1024;
 const MAX_TXN_OPS = 8;
 const LIMIT_FLAGS = [`--max-request-bytes=${MAX_REQUEST_BYTES}`, `--max-txn-ops=${MAX_TXN_OPS}`];
 const LEASE_TTL = 3600;
 
-function envInt(name: string, dflt: number): number {
-  const v = process.env[name];
-  if (v === undefined || v === '') return dflt;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`${name}=${v}: not a non-negative integer`);
-  return n;
-}
 const OPS = envInt('DIFF_RANDOM_OPS', 300);
-const SEEDS: number[] = (() => {
-  const n = envInt('DIFF_RANDOM_SEEDS', 0);
-  if (n === 0) return [1, 2];
-  const first = envInt('DIFF_RANDOM_FIRST_SEED', 1);
-  return Array.from({ length: n }, (_, i) => first + i);
-})();
+const SEEDS = seedsFromEnv('DIFF_RANDOM');
 
 // ---------------------------------------------------------------------------------------------
 // Requests
@@ -142,7 +128,7 @@ interface LeaseInfo {
 }
 
 class Generator {
-  private readonly r: () => number;
+  private readonly rng: SeededChoices;
   /** Current revision and compacted revision, as the reference reported them. */
   rev = 1;
   /** etcd's compactMainRev: -1 before the first compaction. */
@@ -155,32 +141,13 @@ class Generator {
   readonly serverLeaseIds: boolean;
 
   constructor(seed: number) {
-    this.r = mulberry32(seed);
+    this.rng = new SeededChoices(seed);
     this.serverLeaseIds = seed % 2 === 1;
-  }
-
-  private chance(p: number): boolean {
-    return this.r() < p;
-  }
-  private int(lo: number, hi: number): number {
-    return lo + Math.floor(this.r() * (hi - lo + 1));
-  }
-  private pick<T>(xs: readonly T[]): T {
-    return xs[Math.floor(this.r() * xs.length)]!;
-  }
-  private weighted<T>(choices: ReadonlyArray<readonly [number, T]>): T {
-    const total = choices.reduce((s, [w]) => s + w, 0);
-    let x = this.r() * total;
-    for (const [w, c] of choices) {
-      x -= w;
-      if (x < 0) return c;
-    }
-    return choices[choices.length - 1]![1];
   }
 
   /** A revision for a read, compaction or compare: compacted, past, current or future. */
   private revision(): number {
-    const kind = this.weighted([
+    const kind = this.rng.weighted([
       [15, 'compacted'],
       [10, 'compactRev'],
       [50, 'past'],
@@ -189,25 +156,25 @@ class Generator {
     ] as const);
     switch (kind) {
       case 'compacted':
-        return this.compactRev > 1 ? this.int(1, this.compactRev - 1) : this.int(1, this.rev);
+        return this.compactRev > 1 ? this.rng.int(1, this.compactRev - 1) : this.rng.int(1, this.rev);
       case 'compactRev':
         return Math.max(1, this.compactRev);
       case 'past':
-        return this.int(Math.max(1, this.compactRev), this.rev);
+        return this.rng.int(Math.max(1, this.compactRev), this.rev);
       case 'current':
         return this.rev;
       case 'future':
-        return this.rev + this.int(1, 3);
+        return this.rev + this.rng.int(1, 3);
     }
   }
 
   private key(): Buffer {
-    return this.chance(0.01) ? B('') : this.pick(KEYS);
+    return this.rng.chance(0.01) ? B('') : this.rng.pick(KEYS);
   }
 
   /** key (+ range_end): one key, [k1, k2), a prefix, from a key, everything. */
   private keyRange(allowEmptyKey = true): Msg {
-    const kind = this.weighted([
+    const kind = this.rng.weighted([
       [40, 'one'],
       [15, 'interval'],
       [20, 'prefix'],
@@ -217,85 +184,85 @@ class Generator {
     ] as const);
     switch (kind) {
       case 'one':
-        return { key: this.pick(KEYS) };
+        return { key: this.rng.pick(KEYS) };
       case 'interval':
-        return { key: this.pick(this.chance(0.8) ? KEYS : BOUNDS), range_end: this.pick(this.chance(0.7) ? KEYS : BOUNDS) };
+        return { key: this.rng.pick(this.rng.chance(0.8) ? KEYS : BOUNDS), range_end: this.rng.pick(this.rng.chance(0.7) ? KEYS : BOUNDS) };
       case 'prefix': {
-        const p = this.pick(PREFIXES);
+        const p = this.rng.pick(PREFIXES);
         return { key: p, range_end: prefixEnd(p) };
       }
       case 'from':
-        return { key: this.pick(KEYS), range_end: ZERO };
+        return { key: this.rng.pick(KEYS), range_end: ZERO };
       case 'all':
         return { key: ZERO, range_end: ZERO };
       case 'empty':
-        return this.chance(0.5) ? { key: B('') } : { key: B(''), range_end: ZERO };
+        return this.rng.chance(0.5) ? { key: B('') } : { key: B(''), range_end: ZERO };
     }
   }
 
   private leaseForPut(): unknown {
-    if (this.leases.length > 0 && this.chance(0.85)) return new LeaseRef(this.int(0, this.leases.length - 1));
+    if (this.leases.length > 0 && this.rng.chance(0.85)) return new LeaseRef(this.rng.int(0, this.leases.length - 1));
     return '424242'; // never granted
   }
 
   private put(key: Buffer = this.key()): Msg {
     // Now and then a value just under or over --max-request-bytes.
-    const big = this.chance(0.005) ? (this.chance(0.5) ? MAX_REQUEST_BYTES - 1_500 : MAX_REQUEST_BYTES + 100) : 0;
-    const req: Msg = { key, value: big > 0 ? Buffer.alloc(big, 0x62) : this.pick(VALUES) };
-    if (this.chance(0.4)) req['prev_kv'] = true;
-    if (this.chance(0.2)) req['lease'] = this.leaseForPut();
-    if (this.chance(0.08)) {
+    const big = this.rng.chance(0.005) ? (this.rng.chance(0.5) ? MAX_REQUEST_BYTES - 1_500 : MAX_REQUEST_BYTES + 100) : 0;
+    const req: Msg = { key, value: big > 0 ? Buffer.alloc(big, 0x62) : this.rng.pick(VALUES) };
+    if (this.rng.chance(0.4)) req['prev_kv'] = true;
+    if (this.rng.chance(0.2)) req['lease'] = this.leaseForPut();
+    if (this.rng.chance(0.08)) {
       req['ignore_value'] = true;
-      if (this.chance(0.8)) req['value'] = B('');
+      if (this.rng.chance(0.8)) req['value'] = B('');
     }
-    if (this.chance(0.08)) req['ignore_lease'] = true;
+    if (this.rng.chance(0.08)) req['ignore_lease'] = true;
     return req;
   }
 
   private deleteRange(kr: Msg = this.keyRange()): Msg {
-    return this.chance(0.5) ? { ...kr, prev_kv: true } : kr;
+    return this.rng.chance(0.5) ? { ...kr, prev_kv: true } : kr;
   }
 
   private range(): Msg {
     const req: Msg = this.keyRange();
-    if (this.chance(0.3)) req['limit'] = this.chance(0.05) ? -1 : this.int(1, 5);
+    if (this.rng.chance(0.3)) req['limit'] = this.rng.chance(0.05) ? -1 : this.rng.int(1, 5);
     // A negative revision reads the current one, except in a txn before any compaction
     // (etcd's checkRange compares it with compactMainRev, -1 then).
-    if (this.chance(0.35)) req['revision'] = this.chance(0.05) ? this.int(-2, -1) : this.revision();
-    if (this.chance(0.4)) {
-      req['sort_order'] = this.int(0, 2);
-      req['sort_target'] = this.int(0, 4);
+    if (this.rng.chance(0.35)) req['revision'] = this.rng.chance(0.05) ? this.rng.int(-2, -1) : this.revision();
+    if (this.rng.chance(0.4)) {
+      req['sort_order'] = this.rng.int(0, 2);
+      req['sort_target'] = this.rng.int(0, 4);
     }
-    if (this.chance(0.15)) req['keys_only'] = true;
-    if (this.chance(0.1)) req['count_only'] = true;
-    if (this.chance(0.15)) req['serializable'] = true;
+    if (this.rng.chance(0.15)) req['keys_only'] = true;
+    if (this.rng.chance(0.1)) req['count_only'] = true;
+    if (this.rng.chance(0.15)) req['serializable'] = true;
     for (const f of ['min_mod_revision', 'max_mod_revision', 'min_create_revision', 'max_create_revision']) {
-      if (this.chance(0.08)) req[f] = this.int(0, this.rev + 1);
+      if (this.rng.chance(0.08)) req[f] = this.rng.int(0, this.rev + 1);
     }
     return req;
   }
 
   private compare(): Msg {
-    const target = this.int(0, 4);
-    let result = this.int(0, 3);
-    const c: Msg = this.chance(0.01) ? { key: B('') } : this.chance(0.8) ? { key: this.pick(KEYS) } : this.keyRange(false);
+    const target = this.rng.int(0, 4);
+    let result = this.rng.int(0, 3);
+    const c: Msg = this.rng.chance(0.01) ? { key: B('') } : this.rng.chance(0.8) ? { key: this.rng.pick(KEYS) } : this.keyRange(false);
     c['target'] = target;
     switch (target) {
       case 0:
-        c['version'] = String(this.int(0, 4));
+        c['version'] = String(this.rng.int(0, 4));
         break;
       case 1:
       case 2:
-        c[CMP_TARGET_FIELD[target]] = String(this.chance(0.1) ? 0 : this.int(1, this.rev + 2));
+        c[CMP_TARGET_FIELD[target]] = String(this.rng.chance(0.1) ? 0 : this.rng.int(1, this.rev + 2));
         break;
       case 3:
-        c['value'] = this.pick(VALUES);
+        c['value'] = this.rng.pick(VALUES);
         break;
       default: {
-        const x = this.r();
-        const v = x < 0.25 || this.leases.length === 0 ? '0' : x < 0.85 ? new LeaseRef(this.int(0, this.leases.length - 1)) : '424242';
+        const x = this.rng.next();
+        const v = x < 0.25 || this.leases.length === 0 ? '0' : x < 0.85 ? new LeaseRef(this.rng.int(0, this.leases.length - 1)) : '424242';
         c['lease'] = v;
-        if (this.serverLeaseIds && v !== '0' && result !== CMP_EQUAL && result !== CMP_NOT_EQUAL) result = this.chance(0.5) ? CMP_EQUAL : CMP_NOT_EQUAL;
+        if (this.serverLeaseIds && v !== '0' && result !== CMP_EQUAL && result !== CMP_NOT_EQUAL) result = this.rng.chance(0.5) ? CMP_EQUAL : CMP_NOT_EQUAL;
       }
     }
     c['result'] = result;
@@ -308,17 +275,17 @@ class Generator {
    */
   private txn(depth: number, pool: Buffer[] | undefined): Msg {
     // etcd gives a nested txn what its parent leaves of --max-txn-ops: keep nested ones small.
-    const count = (): number => (this.chance(0.02) ? MAX_TXN_OPS + 1 : this.chance(0.03) ? MAX_TXN_OPS : this.int(0, depth === 0 ? 4 : 2));
-    const ncmp = this.chance(0.02) ? MAX_TXN_OPS + 1 : this.int(0, 3);
+    const count = (): number => (this.rng.chance(0.02) ? MAX_TXN_OPS + 1 : this.rng.chance(0.03) ? MAX_TXN_OPS : this.rng.int(0, depth === 0 ? 4 : 2));
+    const ncmp = this.rng.chance(0.02) ? MAX_TXN_OPS + 1 : this.rng.int(0, 3);
     const compare = Array.from({ length: ncmp }, () => this.compare());
     const takeKey = (): Buffer => {
       if (pool === undefined) return this.key();
-      if (pool.length === 0) return this.pick(KEYS);
-      return pool.splice(this.int(0, pool.length - 1), 1)[0]!;
+      if (pool.length === 0) return this.rng.pick(KEYS);
+      return pool.splice(this.rng.int(0, pool.length - 1), 1)[0]!;
     };
     const ops = (): Msg[] =>
       Array.from({ length: count() }, (): Msg => {
-        const kind = this.weighted([
+        const kind = this.rng.weighted([
           [40, 'put'],
           [20, 'del'],
           [30, 'range'],
@@ -330,7 +297,7 @@ class Generator {
           case 'del':
             // A delete from a key ("\0" end) passes etcd's duplicate-key check whatever else
             // the txn writes: a key can be written twice in one revision that way.
-            if (pool !== undefined && this.chance(0.25)) return { request_delete_range: this.deleteRange({ key: this.pick(KEYS.slice(0, 8)), range_end: ZERO }) };
+            if (pool !== undefined && this.rng.chance(0.25)) return { request_delete_range: this.deleteRange({ key: this.rng.pick(KEYS.slice(0, 8)), range_end: ZERO }) };
             return { request_delete_range: this.deleteRange(pool === undefined ? this.keyRange() : { key: takeKey() }) };
           case 'range':
             return { request_range: this.range() };
@@ -341,7 +308,7 @@ class Generator {
     // A branch's keys are also free in the other branch (only one of them runs).
     const before = pool === undefined ? undefined : [...pool];
     const success = ops();
-    if (pool !== undefined && before !== undefined && this.chance(0.5)) pool.splice(0, pool.length, ...before);
+    if (pool !== undefined && before !== undefined && this.rng.chance(0.5)) pool.splice(0, pool.length, ...before);
     const failure = ops();
     return { compare, success, failure };
   }
@@ -351,7 +318,7 @@ class Generator {
   }
 
   private make(): Omit<Step, 'rev' | 'compactRev'> {
-    const kind = this.weighted([
+    const kind = this.rng.weighted([
       [28, 'Put'],
       [8, 'DeleteRange'],
       [22, 'Range'],
@@ -378,7 +345,7 @@ class Generator {
       case 'Range':
         return { kind, req: this.range() };
       case 'Txn': {
-        const req = this.txn(0, this.chance(0.7) ? [...KEYS] : undefined);
+        const req = this.txn(0, this.rng.chance(0.7) ? [...KEYS] : undefined);
         // A delete from a key ("\0" end) escapes etcd's duplicate-key check, so a put with
         // ignore_value/ignore_lease after it may find its key gone halfway through the writes:
         // etcd (3.4 and 3.6) then panics ("unexpected error during txn"), we answer "key not
@@ -395,31 +362,31 @@ class Generator {
         return { kind, req };
       }
       case 'Compact': {
-        const req: Msg = { revision: this.chance(0.04) ? this.int(-1, 0) : this.revision() };
-        if (this.chance(0.5)) req['physical'] = true;
+        const req: Msg = { revision: this.rng.chance(0.04) ? this.rng.int(-1, 0) : this.revision() };
+        if (this.rng.chance(0.5)) req['physical'] = true;
         return { kind, req };
       }
       case 'LeaseGrant': {
-        const req: Msg = { TTL: this.chance(0.03) ? '9000000001' : LEASE_TTL };
-        if (!this.serverLeaseIds || this.chance(0.6)) {
+        const req: Msg = { TTL: this.rng.chance(0.03) ? '9000000001' : LEASE_TTL };
+        if (!this.serverLeaseIds || this.rng.chance(0.6)) {
           const taken = this.leases.filter((l) => l.clientId !== undefined);
-          const fresh = this.chance(0.05) ? String(-5 - this.leases.length) : String(1000 + 7 * this.leases.length + this.int(0, 6));
-          req['ID'] = taken.length > 0 && this.chance(0.1) ? this.pick(taken).clientId : fresh;
+          const fresh = this.rng.chance(0.05) ? String(-5 - this.leases.length) : String(1000 + 7 * this.leases.length + this.rng.int(0, 6));
+          req['ID'] = taken.length > 0 && this.rng.chance(0.1) ? this.rng.pick(taken).clientId : fresh;
         }
         return { kind, req, leaseIndex: this.leases.length };
       }
       case 'LeaseRevoke':
         return { kind, req: { ID: this.leaseForPut() } };
       case 'LeaseTimeToLive':
-        return { kind, req: { ID: this.leaseForPut(), keys: this.chance(0.7) } };
+        return { kind, req: { ID: this.leaseForPut(), keys: this.rng.chance(0.7) } };
       case 'LeaseLeases':
         return { kind, req: {} };
       case 'Watch': {
         const req: Msg = this.keyRange(false);
         const lo = Math.max(1, this.compactRev - 3);
-        req['start_revision'] = this.int(lo, this.rev);
-        if (this.chance(0.5)) req['prev_kv'] = true;
-        const f = this.r();
+        req['start_revision'] = this.rng.int(lo, this.rev);
+        if (this.rng.chance(0.5)) req['prev_kv'] = true;
+        const f = this.rng.next();
         if (f < 0.15) req['filters'] = [FILTER_NOPUT];
         else if (f < 0.3) req['filters'] = [FILTER_NODELETE];
         else if (f < 0.35) req['filters'] = [FILTER_NOPUT, FILTER_NODELETE];
@@ -427,11 +394,11 @@ class Generator {
       }
       case 'WatchLive': {
         const req: Msg = this.keyRange(false);
-        if (this.chance(0.5)) req['prev_kv'] = true;
-        const f = this.r();
+        if (this.rng.chance(0.5)) req['prev_kv'] = true;
+        const f = this.rng.next();
         if (f < 0.15) req['filters'] = [FILTER_NOPUT];
         else if (f < 0.3) req['filters'] = [FILTER_NODELETE];
-        const innerKind = this.weighted([
+        const innerKind = this.rng.weighted([
           [30, 'Put'],
           [15, 'DeleteRange'],
           [45, 'Txn'],
@@ -697,83 +664,29 @@ function allowedDifference(step: Step, ref: unknown, subj: unknown): AllowedDiff
 
 // ---------------------------------------------------------------------------------------------
 
-const live = new Set<EtcdMember>();
-afterAll(async () => {
-  await Promise.all([...live].map((m) => m.stop()));
-});
+afterAll(stopLeftoverServers);
 
-/** The log tails of servers that exited or stopped answering (a crash explains a divergence). */
-function serverLogs(members: EtcdMember[]): string {
-  return members
-    .map((m) => {
-      const gone = m.proc.exitCode !== null || m.proc.signalCode !== null;
-      return gone ? `\n\n--- ${m.name} exited (code ${m.proc.exitCode}, signal ${m.proc.signalCode}); its log ends:\n${m.logs().slice(-6000)}` : '';
-    })
-    .join('');
-}
-
-async function runSeed(seed: number, ops: number): Promise<{ tolerated: string[] }> {
-  const [ref, subj] = await Promise.all([
-    startEtcd({ bin: REFERENCE_BIN, args: LIMIT_FLAGS }).then((m) => (live.add(m), m)),
-    startEtcd({ bin: etcdBin(), args: LIMIT_FLAGS }).then((m) => (live.add(m), m)),
-  ]);
-  const refSide = new Side(ref);
-  const subjSide = new Side(subj);
-  const gen = new Generator(seed);
-  const history: string[] = [];
-  const tolerated: string[] = [];
-  const stats = new Map<string, number>();
-  // DIFF_RANDOM_DUMP=dir: every step with etcd's outcome, in dir/seed-N.txt (to cut a repro down).
-  const dumpDir = process.env['DIFF_RANDOM_DUMP'];
-  const dump: string[] | undefined = dumpDir ? [] : undefined;
-  try {
-    for (let i = 1; i <= ops; i++) {
-      const step = gen.next();
-      const [a, b] = await Promise.all([refSide.run(step), subjSide.run(step)]);
-      const sa = JSON.stringify(a.norm, null, 2);
-      const sb = JSON.stringify(b.norm, null, 2);
-      const line = `#${i} ${step.kind} ${show(step.req)}${step.inner ? ` then ${step.inner.kind} ${show(step.inner.req)}` : ''}`;
-      if (sa !== sb) {
-        const allowed = allowedDifference(step, a.norm, b.norm);
-        if (allowed === undefined) {
-          throw new Error(
-            `seed ${seed}: step ${i} differs ('-' etcd ${REFERENCE_BIN}, '+' ${etcdBin()})\n` +
-              `request: ${line}\n${lineDiff(sa, sb)}\n\n` +
-              `previous steps (etcd's outcome):\n${history.slice(-6).join('\n')}\n\n` +
-              `replay: DIFF_RANDOM_FIRST_SEED=${seed} DIFF_RANDOM_SEEDS=1 DIFF_RANDOM_OPS=${i}` +
-              serverLogs([ref, subj]),
-          );
-        }
-        tolerated.push(`${line}: ${allowed.why}`);
-      }
-      history.push(`${line}\n    -> ${show(a.raw).slice(0, 600)}`);
-      if (dump !== undefined) dump.push(`${line}\n    -> ${show(a.raw)}`);
-      const tally = 'ok' in a.raw ? 'ok' : a.raw.err.details;
-      stats.set(`${step.kind}: ${tally}`, (stats.get(`${step.kind}: ${tally}`) ?? 0) + 1);
-      gen.observe(step, a.raw);
-    }
-  } finally {
-    refSide.close();
-    subjSide.close();
-    await Promise.all([ref.stop(), subj.stop()]);
-    live.delete(ref);
-    live.delete(subj);
-    if (dumpDir && dump) {
-      fs.mkdirSync(dumpDir, { recursive: true });
-      fs.writeFileSync(path.join(dumpDir, `seed-${seed}.txt`), dump.join('\n') + '\n');
-    }
-    // DIFF_RANDOM_VERBOSE=1: what the seed exercised (outcomes per request kind).
-    if (process.env['DIFF_RANDOM_VERBOSE']) {
-      console.log(`seed ${seed}:\n${[...stats].sort().map(([k, n]) => `  ${n}\t${k}`).join('\n')}`);
-    }
-  }
-  return { tolerated };
-}
+const CONFIG: DifferentialConfig<Step, Outcome, Generator> = {
+  envPrefix: 'DIFF_RANDOM',
+  flags: LIMIT_FLAGS,
+  side: (m) => new Side(m),
+  generator: (seed) => new Generator(seed),
+  describe: (step) => `${step.kind} ${show(step.req)}${step.inner ? ` then ${step.inner.kind} ${show(step.inner.req)}` : ''}`,
+  show,
+  allowed: (step, ref, subj) => {
+    const d = allowedDifference(step, ref, subj);
+    return d === undefined ? undefined : { why: d.why };
+  },
+  tally: (step, raw) => `${step.kind}: ${'ok' in raw ? 'ok' : raw.err.details}`,
+  isOk: (raw) => 'ok' in raw,
+  historySteps: 6,
+  historyChars: 600,
+};
 
 describe('differential (random): real etcd vs the server under test', () => {
   for (const seed of SEEDS) {
     it(`seed ${seed}: ${OPS} random requests get the same outcomes`, async () => {
-      const { tolerated } = await runSeed(seed, OPS);
+      const { tolerated } = await runDifferentialSeed(seed, OPS, CONFIG);
       if (tolerated.length > 0) console.log(`seed ${seed}: allowed differences:\n${tolerated.join('\n')}`);
     }, 40_000 + OPS * 150);
   }
