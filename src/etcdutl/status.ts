@@ -39,7 +39,10 @@ export async function snapshotStatus(snapshotPath: string): Promise<SnapshotStat
     try {
       let totalKey = 0;
       for (const name of backend.subDbNames()) totalKey += backend.subDb(name).getKeysCount({});
-      const revision = new MvccStore(backend).currentRevision();
+      const store = new MvccStore(backend);
+      const revision = store.currentRevision();
+      // A compaction the snapshot had scheduled is not this command's to run.
+      await store.close();
       return { hash: backend.hash(), revision, totalKey, totalSize, version: ETCD_STORAGE_VERSION };
     } finally {
       await backend.close();

@@ -25,7 +25,7 @@ function sortedByKey(entries: Array<[Buffer, Buffer]>): Array<[Buffer, Buffer]> 
 }
 
 /** Writes the etcd-format snapshot of the LMDB database copy `lmdbCopy` to `out` (created). */
-export async function writeEtcdSnapshot(lmdbCopy: string, out: string): Promise<number> {
+export async function writeEtcdSnapshot(lmdbCopy: string, out: string): Promise<void> {
   const be = Backend.open(lmdbCopy, { flushIntervalMs: 0 });
   const w = new BboltWriter(out);
   try {
@@ -74,7 +74,7 @@ export async function writeEtcdSnapshot(lmdbCopy: string, out: string): Promise<
 
     const alarms = new Alarms(be.subDb('alarm'));
     await w.addBucket('alarm', sortedByKey(alarms.list().map((a) => [encodeMessage('etcdserverpb.AlarmMember', { memberID: a.memberId.toString(), alarm: a.alarm }), Buffer.alloc(0)])));
-    return w.finish();
+    w.finish();
   } catch (e) {
     w.abort();
     throw e;

@@ -1227,7 +1227,11 @@ export class EtcdServer implements EtcdServerApi {
     this.log.info('sending database snapshot to client');
     const startMs = performance.now();
     // etcd's format (bbolt): etcd's tools read it and etcd itself can be restored from it.
-    const snap = await this.backend.openSnapshot((copy, dir) => writeEtcdSnapshot(copy, path.join(dir, 'etcd.db')).then(() => path.join(dir, 'etcd.db')));
+    const snap = await this.backend.openSnapshot(async (copy, dir) => {
+      const out = path.join(dir, 'etcd.db');
+      await writeEtcdSnapshot(copy, out);
+      return out;
+    });
     let sent = 0;
     try {
       for await (const blob of snap.chunks) {

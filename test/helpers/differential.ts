@@ -6,6 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { EtcdMember, etcdBin, startEtcd } from './etcd-process';
+import { isRpcError, type Msg } from './grpc';
 import { lineDiff } from './normalize';
 
 export const REFERENCE_BIN = '/usr/bin/etcd';
@@ -24,6 +25,30 @@ export function seedsFromEnv(prefix: string): number[] {
   if (n === 0) return [1, 2];
   const first = envInt(`${prefix}_FIRST_SEED`, 1);
   return Array.from({ length: n }, (_, i) => first + i);
+}
+
+/** A step's outcome: the response, or the gRPC status (code -1: the client itself failed). */
+export type Outcome = { ok: unknown } | { err: { code: number; details: string } };
+/** An outcome as the allowed-difference checks read it (either side may be missing). */
+export type OutcomeView = { ok?: Msg; err?: { code: number; details: string } };
+
+export function errOutcome(e: unknown): Outcome {
+  if (isRpcError(e)) return { err: { code: e.code, details: e.details } };
+  return { err: { code: -1, details: `client error: ${(e as Error).message}` } };
+}
+
+/** Bytes as a JSON string when printable, else hex. */
+export function showBytes(b: Buffer): string {
+  const s = b.toString('latin1');
+  return /^[\x20-\x7e]*$/.test(s) ? JSON.stringify(s) : `hex:${b.toString('hex')}`;
+}
+
+/** A request or outcome in one line, its byte fields shown by showBytes. */
+export function show(v: unknown): string {
+  return JSON.stringify(v, function (this: Record<string, unknown>, k: string, x: unknown) {
+    const raw = this[k];
+    return Buffer.isBuffer(raw) ? showBytes(raw) : x;
+  });
 }
 
 export interface StepOutcome<Raw> {

@@ -17,9 +17,10 @@
 // real etcd: that run checks the generator and the normalisation. DIFF_AUTH_VERBOSE=1 prints what
 // each seed exercised, DIFF_AUTH_DUMP=dir writes every step with etcd's outcome.
 import { afterAll, describe, it } from 'vitest';
-import { DifferentialConfig, envInt, runDifferentialSeed, seedsFromEnv, stopLeftoverServers } from '../helpers/differential';
+import { prefixEnd } from '../../src/api/v3lock';
+import { DifferentialConfig, envInt, errOutcome, Outcome, OutcomeView, runDifferentialSeed, seedsFromEnv, show, stopLeftoverServers } from '../helpers/differential';
 import { EtcdMember } from '../helpers/etcd-process';
-import { EtcdGrpc, isRpcError, Msg, ServiceName, StreamReader } from '../helpers/grpc';
+import { EtcdGrpc, Msg, ServiceName, StreamReader } from '../helpers/grpc';
 import { normalize, NormalizeContext } from '../helpers/normalize';
 import { SeededChoices } from '../helpers/random';
 
@@ -52,17 +53,6 @@ const BOUNDS: readonly Buffer[] = [B('a/'), B('a0'), B('b0'), B('zz')];
 const VALUES: readonly Buffer[] = [B(''), B('v1'), B('v2')];
 
 /** etcd's clientv3.GetPrefixRangeEnd. */
-function prefixEnd(p: Buffer): Buffer {
-  const end = Buffer.from(p);
-  for (let i = end.length - 1; i >= 0; i--) {
-    if (end[i]! < 0xff) {
-      end[i]!++;
-      return end.subarray(0, i + 1);
-    }
-  }
-  return Buffer.from(ZERO);
-}
-
 /** A token in a request, by the order of successful Authenticates: each side sends its own. */
 class TokenRef {
   constructor(
@@ -143,17 +133,6 @@ interface Step {
   tokenIndex?: number;
   /** HashKV: the compacted revision (-1 before any) when the step was made. */
   compactRev?: number;
-}
-
-function showBytes(b: Buffer): string {
-  const s = b.toString('latin1');
-  return /^[\x20-\x7e]*$/.test(s) ? JSON.stringify(s) : `hex:${b.toString('hex')}`;
-}
-function show(v: unknown): string {
-  return JSON.stringify(v, function (this: Record<string, unknown>, k: string, x: unknown) {
-    const raw = this[k];
-    return Buffer.isBuffer(raw) ? showBytes(raw) : x;
-  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -524,12 +503,6 @@ class Generator {
 // ---------------------------------------------------------------------------------------------
 // One side (a server) executing steps
 
-type Outcome = { ok: unknown } | { err: { code: number; details: string } };
-
-function errOutcome(e: unknown): Outcome {
-  if (isRpcError(e)) return { err: { code: e.code, details: e.details } };
-  return { err: { code: -1, details: `client error: ${(e as Error).message}` } };
-}
 
 class Side {
   readonly client: EtcdGrpc;
@@ -615,7 +588,6 @@ interface AllowedDifference {
    */
   undo?: (step: Step, ref: unknown) => Step | undefined;
 }
-type OutcomeView = { ok?: Msg; err?: { code: number; details: string } };
 
 /** etcd 3.5+'s isValidPermissionRange. */
 function isValidPermissionRange(key: Buffer, rangeEnd: Buffer | undefined): boolean {

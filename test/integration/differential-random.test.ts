@@ -14,9 +14,10 @@
 // real etcd: that run checks the generator and the normalisation. DIFF_RANDOM_VERBOSE=1 prints
 // what each seed exercised, DIFF_RANDOM_DUMP=dir writes every step with etcd's outcome.
 import { afterAll, describe, it } from 'vitest';
-import { DifferentialConfig, envInt, runDifferentialSeed, seedsFromEnv, stopLeftoverServers } from '../helpers/differential';
+import { prefixEnd } from '../../src/api/v3lock';
+import { DifferentialConfig, envInt, errOutcome, Outcome, OutcomeView, runDifferentialSeed, seedsFromEnv, show, stopLeftoverServers } from '../helpers/differential';
 import { EtcdMember } from '../helpers/etcd-process';
-import { EtcdGrpc, isRpcError, Msg, StreamReader } from '../helpers/grpc';
+import { EtcdGrpc, Msg, StreamReader } from '../helpers/grpc';
 import { normalize, NormalizeContext } from '../helpers/normalize';
 import { SeededChoices } from '../helpers/random';
 import { sleepMs } from '../helpers/wait';
@@ -47,17 +48,6 @@ const VALUES: readonly Buffer[] = [B(''), B('v1'), B('v2'), B('v3'), B('x'), H('
 const ZERO = H('00');
 
 /** etcd's clientv3.GetPrefixRangeEnd. */
-function prefixEnd(p: Buffer): Buffer {
-  const end = Buffer.from(p);
-  for (let i = end.length - 1; i >= 0; i--) {
-    if (end[i]! < 0xff) {
-      end[i]!++;
-      return end.subarray(0, i + 1);
-    }
-  }
-  return Buffer.from(ZERO);
-}
-
 // Enums go as numbers: the etcd3 package's proto renames etcd's enum values.
 const CMP_TARGET_FIELD = ['version', 'create_revision', 'mod_revision', 'value', 'lease'] as const;
 const CMP_EQUAL = 0;
@@ -101,17 +91,6 @@ interface Step {
   /** The revision and compacted revision (-1 before any) when the step was made (for ALLOWED_DIFFERENCES). */
   rev: number;
   compactRev: number;
-}
-
-function showBytes(b: Buffer): string {
-  const s = b.toString('latin1');
-  return /^[\x20-\x7e]*$/.test(s) ? JSON.stringify(s) : `hex:${b.toString('hex')}`;
-}
-function show(v: unknown): string {
-  return JSON.stringify(v, function (this: Record<string, unknown>, k: string, x: unknown) {
-    const raw = this[k];
-    return Buffer.isBuffer(raw) ? showBytes(raw) : x;
-  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -427,7 +406,6 @@ class Generator {
 // ---------------------------------------------------------------------------------------------
 // One side (a server) executing steps
 
-type Outcome = { ok: unknown } | { err: { code: number; details: string } };
 
 /** What a watch step's driver sees of its stream. */
 interface WatchPair {
@@ -439,11 +417,6 @@ interface WatchPair {
 /** Whether a watch response carries an event at revision rev or later. */
 function eventAtOrAfter(m: Msg, rev: number): boolean {
   return ((m['events'] as Msg[] | undefined) ?? []).some((e) => Number((e['kv'] as Msg)['mod_revision']) >= rev);
-}
-
-function errOutcome(e: unknown): Outcome {
-  if (isRpcError(e)) return { err: { code: e.code, details: e.details } };
-  return { err: { code: -1, details: `client error: ${(e as Error).message}` } };
 }
 
 class Side {
@@ -589,8 +562,6 @@ interface AllowedDifference {
   /** True if this step's difference is the deliberate one. */
   applies: (step: Step, ref: unknown, subj: unknown) => boolean;
 }
-/** An outcome as the allowed-difference checks read it (either side may be missing). */
-type OutcomeView = { ok?: Msg; err?: { code: number; details: string } };
 const PUT_CHECK_ERRORS = new Set(['etcdserver: key not found', 'etcdserver: requested lease not found']);
 const RANGE_CHECK_ERRORS = new Set(['etcdserver: mvcc: required revision is a future revision', 'etcdserver: mvcc: required revision has been compacted']);
 
