@@ -5,7 +5,7 @@ import https from 'node:https';
 import type tls from 'node:tls';
 import { emitNotices, loggerForConfig, parseConfig, reportParseResult } from './config';
 import type { Config } from './config/types';
-import type { Logger } from './log';
+import { logProcessWarnings, type Logger } from './log';
 import { EtcdServer, type ServerConfig } from './server/server';
 import { createGrpcServer } from './api/grpc_server';
 import { createHttpHandler } from './api/http';
@@ -102,6 +102,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   if (parsed.kind !== 'run') return reportParseResult(parsed);
   const c = parsed.config;
   const log = loggerForConfig(c);
+  logProcessWarnings(log);
   emitNotices(log, parsed.notices);
   for (const f of c.acceptedButIgnored) {
     if (!TLS_FLAGS.has(f)) log.info('flag accepted but not acted on', { flag: f });

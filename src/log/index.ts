@@ -3,3 +3,4 @@ export { hexId, formatGoDuration, formatGoDurationMs, formatLogTime } from './fo
 export { sinksForOutputs, fileSink, streamSink, nullSink } from './sinks';
 export { LOG_LEVELS } from './types';
 export type { Logger, LogLevel, LogFields, LogValue, LogSink, LoggerOptions } from './types';
+export { logProcessWarnings } from './process_warnings';

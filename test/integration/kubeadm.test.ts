@@ -43,6 +43,19 @@ function logLines(text: string): LogLine[] {
   return out;
 }
 
+/** Output lines that are not a JSON object (the test helper's own "--- exit" line aside). */
+function notJsonLines(text: string): string[] {
+  return text.split('\n').filter((l) => {
+    if (l === '' || l.startsWith('--- exit ')) return false;
+    try {
+      const v: unknown = JSON.parse(l);
+      return typeof v !== 'object' || v === null || Array.isArray(v);
+    } catch {
+      return true;
+    }
+  });
+}
+
 /** A raw TCP connection that writes `payload` and resolves with what came back before close. */
 function rawExchange(port: number, payload: Buffer, timeoutMs: number): Promise<{ closed: boolean; reply: Buffer; ms: number }> {
   return new Promise((resolve) => {
@@ -416,6 +429,11 @@ describe.runIf(process.env['KUBEADM_HA'] !== '0').each(
           expect((await httpGet(`${base}/livez`)).status).toBe(200);
           expect((await httpGet(`${base}/readyz`)).status).toBe(200);
         }
+      }
+      if (bin === OUR_ETCD) {
+        // Log shippers read one JSON object per line: nothing else on stdout or stderr (Node's
+        // own warnings included: dialling https:// peers by IP raised one).
+        for (const m of cluster.members) expect(notJsonLines(m.logs())).toEqual([]);
       }
     } finally {
       for (const c of clients) c.close();
