@@ -203,16 +203,24 @@ class Reader {
     const start = this.pos;
     let lo = 0;
     let hi = 0;
+    // Running place values: `2 ** shift` with a variable shift is a call to pow in V8 (it showed
+    // in a member's profile at ~0.6%, every received message carries two IDs).
+    let loMul = 1;
+    let hiMul = 8;
     for (let i = 0; i < 10; i++) {
       if (this.pos >= this.end) throw new WireError('truncated varint');
       const b = this.buf[this.pos++]!;
       const bits = b & 0x7f;
-      const shift = i * 7;
-      if (shift < 28) lo += bits * 2 ** shift;
-      else if (shift === 28) {
-        lo += (bits & 0x0f) * 2 ** 28;
+      if (i < 4) {
+        lo += bits * loMul;
+        loMul *= 0x80;
+      } else if (i === 4) {
+        lo += (bits & 0x0f) * 0x10000000;
         hi += bits >> 4;
-      } else hi += bits * 2 ** (shift - 32);
+      } else {
+        hi += bits * hiMul;
+        hiMul *= 0x80;
+      }
       if (b < 0x80) return cachedId(hi % TWO_32, lo);
     }
     this.pos = start;

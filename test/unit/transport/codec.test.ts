@@ -36,6 +36,17 @@ describe('raft message codec', () => {
     expect(decodeRaftMessage(encodeMessage('raftpb.Message', messageToPb(m)))).toEqual(m);
   });
 
+  it('reads member IDs of every varint length (1 to 10 bytes) exactly', () => {
+    for (let bit = 0n; bit < 64n; bit++) {
+      for (const id of [1n << bit, (1n << bit) - 1n, (1n << bit) | 0x5an, MAX_U64 >> bit]) {
+        if (id === 0n) continue;
+        const m = newMessage({ type: MessageType.MsgHeartbeat, to: id, from: MAX_U64 - id + 1n, term: 1 });
+        expect(decodeRaftMessage(encodeRaftMessage(m))).toEqual(m);
+        expect(decodeRaftMessage(encodeMessage('raftpb.Message', messageToPb(m)))).toEqual(m);
+      }
+    }
+  });
+
   it('writes the bytes protobufjs writes, and reads what it writes, field order aside', () => {
     const msgs = [
       newMessage({ type: MessageType.MsgHeartbeat, to: MAX_U64, from: 1n, term: 2 ** 53 - 1, commit: 300, context: Buffer.from('rctx') }),
