@@ -181,6 +181,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
       credentials: peerTls === undefined ? undefined : (secure) => (secure ? serverCredentials(peerTls) : grpcInsecureServer()),
       // TLS ended by us, so that etcd's checks after the handshake apply on the peer port too.
       listenSecure: peerTls === undefined ? undefined : (target, accept) => listenPeerTls(target, peerTls, log, accept),
+      onProtocolError: (message) => log.debug('peer HTTP/2 protocol error', { error: message }),
     });
     for (const u of c.listenPeerUrls) log.info('serving peer traffic', { address: u.text });
   } catch (e) {

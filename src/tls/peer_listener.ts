@@ -4,6 +4,7 @@
 // verified connection is handed to the caller (the peer gRPC server's connection injector).
 import net from 'node:net';
 import tls from 'node:tls';
+import { listenOnTarget } from '../runtime/listen_target';
 import { serverTlsOptions, type TlsMaterial } from './material';
 import { admitVerifiedPeer, logRejected, type RejectLogger } from './verify';
 
@@ -45,19 +46,5 @@ export function listenPeerTls(
     srv.close();
     for (const s of sockets) s.destroy();
   };
-  return new Promise((resolve, reject) => {
-    srv.once('error', reject);
-    const done = (): void => {
-      srv.off('error', reject);
-      const addr = srv.address();
-      resolve({ port: addr !== null && typeof addr === 'object' ? addr.port : 0, close });
-    };
-    if (target.startsWith('unix:')) {
-      srv.listen(target.slice('unix:'.length), done);
-    } else {
-      const at = target.lastIndexOf(':');
-      const host = target.slice(0, at).replace(/^\[(.*)\]$/, '$1');
-      srv.listen({ host: host === '' ? undefined : host, port: Number(target.slice(at + 1)) }, done);
-    }
-  });
+  return listenOnTarget(srv, target).then((port) => ({ port, close }));
 }
