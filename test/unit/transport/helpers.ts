@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { createLogger, type Logger } from '../../../src/log';
-import { PeerTransport, type PeerTransportOptions } from '../../../src/transport';
+import { PeerTransport, servePeerUrls, type PeerServer, type PeerTransportOptions } from '../../../src/transport';
 import type { Message } from '../../../src/raft/types';
 
 export interface CapturedLog {
@@ -29,7 +29,8 @@ export interface Node {
   url: string;
   port: number;
   transport: PeerTransport;
-  server: grpc.Server;
+  /** The peer URL's server, as bin/etcd serves it (servePeerUrls). */
+  server: PeerServer;
   received: Message[];
   unreachable: bigint[];
   snapshotStatus: Array<{ id: bigint; failed: boolean }>;
@@ -60,15 +61,14 @@ export async function startNode(
     limits: { reconnectInitialMs: 20, reconnectMaxMs: 200, ...opts.limits },
     ...opts,
   });
-  const server = new grpc.Server();
-  transport.register(server);
-  const port = await listen(server, opts.port ?? 0);
+  const server = await servePeerUrls([`http://127.0.0.1:${opts.port ?? 0}`], transport);
+  const port = server.ports[0]!;
   return { id, url: `http://127.0.0.1:${port}`, port, transport, server, received, unreachable, snapshotStatus, cap };
 }
 
 export async function stopNode(n: Node): Promise<void> {
   await n.transport.stop();
-  n.server.forceShutdown();
+  await n.server.shutdown();
 }
 
 /** Makes every node know every other one. */

@@ -200,6 +200,29 @@ describe('PeerTransport', () => {
     expect(a.snapshotStatus).toEqual([{ id: 2n, failed: false }]);
   });
 
+  it('ETCDTS_PEER_HTTP2=node (grpc-js on Node http2) serves the Raft stream and snapshots the same way', async () => {
+    const before = process.env.ETCDTS_PEER_HTTP2;
+    process.env.ETCDTS_PEER_HTTP2 = 'node';
+    let b: Node;
+    try {
+      b = await node(2n, { limits: { chunkBytes: 64 * 1024 } });
+    } finally {
+      if (before === undefined) delete process.env.ETCDTS_PEER_HTTP2;
+      else process.env.ETCDTS_PEER_HTTP2 = before;
+    }
+    const a = await node(1n, { limits: { chunkBytes: 64 * 1024 } });
+    connectAll([a, b]);
+    for (let i = 1; i <= 50; i++) a.transport.send([heartbeat(1n, 2n, i)]);
+    const data = Buffer.alloc(300 * 1024 + 3, 7);
+    const confState = { voters: [1n, 2n], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
+    a.transport.send([newMessage({ type: MessageType.MsgSnap, from: 1n, to: 2n, term: 4, snapshot: { data, metadata: { index: 9, term: 4, confState } } })]);
+    await waitFor('heartbeats and the snapshot delivered', () => b.received.length === 51, { timeoutMs: 10_000 });
+    expect(b.received.filter((m) => m.type === MessageType.MsgHeartbeat).map((m) => m.commit)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+    expect(b.received.find((m) => m.type === MessageType.MsgSnap)!.snapshot!.data.equals(data)).toBe(true);
+    b.transport.send([newMessage({ type: MessageType.MsgHeartbeatResp, from: 2n, to: 1n, term: 1 })]);
+    await waitFor('a to receive the response', () => a.received.length === 1);
+  });
+
   it('reports a failed snapshot to a dead peer', async () => {
     const a = await node(1n);
     a.transport.addPeer(3n, [await deadPeerUrl()]);
