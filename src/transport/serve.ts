@@ -52,8 +52,7 @@ export async function servePeerUrls(urls: readonly string[], transport: PeerTran
     }
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
-    // The connection tears itself down on a socket error; this only keeps it from being thrown.
-    socket.on('error', () => {});
+    // The connection listens for the socket's errors and tears itself down on one.
     new H2Connection(socket, { onStream: entry, onProtocolError: opts.onProtocolError });
   };
   const ports: number[] = [];
