@@ -4,6 +4,7 @@ process.env.TZ = 'UTC';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { memorySink } from '../../helpers/log_sink';
 import { testTempDir } from '../../helpers/temp_dir';
 import {
   createLogger,
@@ -12,26 +13,7 @@ import {
   formatLogTime,
   hexId,
   parseLogLevel,
-  type LogSink,
 } from '../../../src/log';
-
-function memorySink(): LogSink & { text: () => string; lines: () => Record<string, unknown>[] } {
-  let out = '';
-  return {
-    write(c) {
-      out += c;
-    },
-    writeSync(c) {
-      out += c;
-    },
-    text: () => out,
-    lines: () =>
-      out
-        .split('\n')
-        .filter((l) => l.length > 0)
-        .map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
-}
 
 // 2026-11-30T01:02:03.456789Z
 const FIXED_MS = Date.UTC(2026, 10, 30, 1, 2, 3, 456) + 0.789;

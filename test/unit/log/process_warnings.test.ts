@@ -1,22 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createLogger, logProcessWarnings, type LogSink } from '../../../src/log';
-
-function memorySink(): LogSink & { lines: () => Record<string, unknown>[] } {
-  let out = '';
-  return {
-    write(c) {
-      out += c;
-    },
-    writeSync(c) {
-      out += c;
-    },
-    lines: () =>
-      out
-        .split('\n')
-        .filter((l) => l !== '')
-        .map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
-}
+import { createLogger, logProcessWarnings } from '../../../src/log';
+import { memorySink } from '../../helpers/log_sink';
 
 /** Both the 'warning' event (a later tick) and the logger's write (a later loop turn) come after emitWarning. */
 function loopTurns(n: number): Promise<void> {
