@@ -1,7 +1,7 @@
 // TLS on the peer URLs, terminated here rather than by grpc-js: grpc-js's server credentials have
 // no hook after the handshake, so --peer-cert-allowed-cn, --peer-cert-allowed-hostname and
 // --peer-crl-file could not be applied, nor --cipher-suites and --tls-min/max-version. Each
-// verified connection is handed to the caller (the peer gRPC server's connection injector).
+// verified connection is handed to the caller (the peer server, src/transport/serve.ts).
 import net from 'node:net';
 import tls from 'node:tls';
 import { listenOnTarget } from '../runtime/listen_target';
