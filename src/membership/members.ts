@@ -70,6 +70,11 @@ export class Members {
     return this.removed.has(id);
   }
 
+  /** IDs of the members removed from the cluster (they may never join again). */
+  removedIds(): bigint[] {
+    return [...this.removed];
+  }
+
   /** Only inside the applier's backend batch. */
   add(m: Member): void {
     assert(!this.removed.has(m.id), `member ${m.id.toString(16)} was removed before`);

@@ -68,8 +68,7 @@ export async function writeEtcdSnapshot(lmdbCopy: string, out: string): Promise<
       return [Buffer.from(m.id.toString(16)), Buffer.from(`{"id":${m.id.toString()},"peerURLs":${JSON.stringify(m.peerUrls)}${learner}${attrs}}`)];
     });
     await w.addBucket('members', sortedByKey(memberRecords));
-    const removed: Array<[Buffer, Buffer]> = [];
-    for (const { key } of be.subDb('members_removed').getRange({})) removed.push([Buffer.from(key.readBigUInt64BE(0).toString(16)), Buffer.from('removed')]);
+    const removed = members.removedIds().map((id): [Buffer, Buffer] => [Buffer.from(id.toString(16)), Buffer.from('removed')]);
     await w.addBucket('members_removed', sortedByKey(removed));
 
     const alarms = new Alarms(be.subDb('alarm'));
