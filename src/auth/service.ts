@@ -19,6 +19,11 @@ export interface AuthServiceDeps {
   bcryptCost?: number;
 }
 
+/** The refusals etcd's isWatchPermitted names as they are; any other is "permission denied". */
+const WATCH_REFUSALS_NAMED: ReadonlySet<string> = new Set(
+  (['InvalidAuthToken', 'UserEmpty', 'AuthOldRevision'] as const).map((n) => etcdError(n).message),
+);
+
 export class AuthService implements AuthApi {
   constructor(private readonly d: AuthServiceDeps) {}
 
@@ -123,7 +128,7 @@ export class AuthService implements AuthApi {
       return undefined;
     } catch (e) {
       // etcd names an invalid token, a missing user and a stale revision; anything else is a denial.
-      if (isEtcdError(e) && [etcdError('InvalidAuthToken'), etcdError('UserEmpty'), etcdError('AuthOldRevision')].some((x) => x.message === e.message)) return e;
+      if (isEtcdError(e) && WATCH_REFUSALS_NAMED.has(e.message)) return e;
       return etcdError('PermissionDenied');
     }
   }
@@ -136,12 +141,15 @@ export class AuthService implements AuthApi {
     this.d.store.checkRange(ai, key, rangeEnd);
   }
 
-  /** etcd's checkLeaseTimeToLive: with auth on, the caller must be able to read every key (auth off: anyone). */
-  checkLeaseKeys(ctx: CallAuth | undefined, keys: Buffer[]): void {
+  /**
+   * etcd's checkLeaseTimeToLive: with auth on, the caller must be able to read every key of the
+   * lease (auth off: anyone; `leaseKeys` is then not called).
+   */
+  checkLeaseKeys(ctx: CallAuth | undefined, leaseKeys: () => Buffer[]): void {
     if (!this.d.store.isEnabled()) return;
     const ai = this.authInfo(ctx);
     if (!ai) throw etcdError('UserEmpty');
-    for (const key of keys) this.d.store.checkRange(ai, key, Buffer.alloc(0));
+    for (const key of leaseKeys()) this.d.store.checkRange(ai, key, Buffer.alloc(0));
   }
 
   /** Throws etcd's error unless the caller has the root role (auth disabled: anyone). */

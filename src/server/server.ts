@@ -996,7 +996,7 @@ export class EtcdServer implements EtcdServerApi {
   async leaseTimeToLive(req: pb.LeaseTimeToLiveRequest, ctx?: CallAuth): Promise<pb.LeaseTimeToLiveResponse> {
     // etcd's checkLeaseTimeToLive (3.4.26+, 3.5.9+; CVE-2023-32082): with auth on, a caller asking
     // for a lease's keys must be able to read each of them.
-    if (req.keys) this.auth.checkLeaseKeys(ctx, this.lessor.timeToLive(BigInt(req.ID))?.keys ?? []);
+    if (req.keys) this.auth.checkLeaseKeys(ctx, () => this.lessor.timeToLive(BigInt(req.ID))?.keys ?? []);
     await this.waitLeader();
     if (!this.isLeader) {
       const r = await this.leaderClient.timeToLive(this.leaderUrl(), req, this.requestTimeoutMs);
