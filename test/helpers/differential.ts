@@ -58,6 +58,18 @@ export interface StepOutcome<Raw> {
   raw: Raw;
 }
 
+/** A deliberate difference between the reference (etcd 3.4) and the server under test. */
+export interface AllowedDifference<Step> {
+  why: string;
+  /** True if this step's difference is the deliberate one. */
+  applies: (step: Step, ref: unknown, subj: unknown) => boolean;
+  /**
+   * A request that undoes on the reference what it did and ours deliberately did not, so that
+   * the two stay comparable (sent as the same caller; it must succeed).
+   */
+  undo?: (step: Step, ref: unknown) => Step | undefined;
+}
+
 export interface DifferentialConfig<Step, Raw, Gen extends { next(): Step; observe(step: Step, raw: Raw): void }> {
   /** DIFF_RANDOM, DIFF_AUTH: names the replay command's variables, <prefix>_DUMP and <prefix>_VERBOSE. */
   envPrefix: string;

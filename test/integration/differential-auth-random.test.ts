@@ -18,7 +18,7 @@
 // each seed exercised, DIFF_AUTH_DUMP=dir writes every step with etcd's outcome.
 import { afterAll, describe, it } from 'vitest';
 import { prefixEnd } from '../../src/api/v3lock';
-import { DifferentialConfig, envInt, errOutcome, Outcome, OutcomeView, runDifferentialSeed, seedsFromEnv, show, stopLeftoverServers } from '../helpers/differential';
+import { AllowedDifference, DifferentialConfig, envInt, errOutcome, Outcome, OutcomeView, runDifferentialSeed, seedsFromEnv, show, stopLeftoverServers } from '../helpers/differential';
 import { EtcdMember } from '../helpers/etcd-process';
 import { EtcdGrpc, Msg, ServiceName, StreamReader } from '../helpers/grpc';
 import { normalize, NormalizeContext } from '../helpers/normalize';
@@ -579,16 +579,6 @@ class Side {
 // ---------------------------------------------------------------------------------------------
 // Deliberate differences (we emulate etcd 3.6; the reference is 3.4.23)
 
-interface AllowedDifference {
-  why: string;
-  applies: (step: Step, ref: unknown, subj: unknown) => boolean;
-  /**
-   * A request that undoes on the reference what it did and ours deliberately did not, so that
-   * the two stay comparable (sent as the same caller; it must succeed).
-   */
-  undo?: (step: Step, ref: unknown) => Step | undefined;
-}
-
 /** etcd 3.5+'s isValidPermissionRange. */
 function isValidPermissionRange(key: Buffer, rangeEnd: Buffer | undefined): boolean {
   if (key.length === 0) return false;
@@ -605,7 +595,7 @@ function isReversed(r: Msg): boolean {
   return end !== undefined && end.length > 0 && !end.equals(ZERO) && Buffer.compare(r['key'] as Buffer, end) >= 0;
 }
 
-const ALLOWED_DIFFERENCES: AllowedDifference[] = [
+const ALLOWED_DIFFERENCES: AllowedDifference<Step>[] = [
   {
     why:
       "etcd 3.4.26+, 3.5.9+ and 3.6 (CVE-2023-32082) show a lease's keys only to a caller who may " +

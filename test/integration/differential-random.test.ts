@@ -15,7 +15,7 @@
 // what each seed exercised, DIFF_RANDOM_DUMP=dir writes every step with etcd's outcome.
 import { afterAll, describe, it } from 'vitest';
 import { prefixEnd } from '../../src/api/v3lock';
-import { DifferentialConfig, envInt, errOutcome, Outcome, OutcomeView, runDifferentialSeed, seedsFromEnv, show, stopLeftoverServers } from '../helpers/differential';
+import { AllowedDifference, DifferentialConfig, envInt, errOutcome, Outcome, OutcomeView, runDifferentialSeed, seedsFromEnv, show, stopLeftoverServers } from '../helpers/differential';
 import { EtcdMember } from '../helpers/etcd-process';
 import { EtcdGrpc, Msg, StreamReader } from '../helpers/grpc';
 import { normalize, NormalizeContext } from '../helpers/normalize';
@@ -557,11 +557,6 @@ class Side {
 // ---------------------------------------------------------------------------------------------
 // Deliberate differences (we emulate etcd 3.6; the reference is 3.4.23)
 
-interface AllowedDifference {
-  why: string;
-  /** True if this step's difference is the deliberate one. */
-  applies: (step: Step, ref: unknown, subj: unknown) => boolean;
-}
 const PUT_CHECK_ERRORS = new Set(['etcdserver: key not found', 'etcdserver: requested lease not found']);
 const RANGE_CHECK_ERRORS = new Set(['etcdserver: mvcc: required revision is a future revision', 'etcdserver: mvcc: required revision has been compacted']);
 
@@ -588,7 +583,7 @@ function withoutDeletesAt(o: unknown, rev: number): unknown {
   return { ok: { responses } };
 }
 
-const ALLOWED_DIFFERENCES: AllowedDifference[] = [
+const ALLOWED_DIFFERENCES: AllowedDifference<Step>[] = [
   {
     why:
       'etcd 3.6 checks the ops of a txn in request order (txn.checkTxn: the first failing range or put ' +
@@ -623,7 +618,7 @@ const ALLOWED_DIFFERENCES: AllowedDifference[] = [
 ];
 
 /** The allowance that explains a step's difference; a live watch's by its write's, if its events agree. */
-function allowedDifference(step: Step, ref: unknown, subj: unknown): AllowedDifference | undefined {
+function allowedDifference(step: Step, ref: unknown, subj: unknown): AllowedDifference<Step> | undefined {
   if (step.kind === 'WatchLive') {
     const r = (ref as { ok?: { responses: unknown; write: unknown } }).ok;
     const s = (subj as { ok?: { responses: unknown; write: unknown } }).ok;
