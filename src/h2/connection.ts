@@ -489,7 +489,10 @@ export class H2Connection implements StreamOwner, FrameSink {
       this.out.push(b);
       this.outBytes += b.length;
     }
-    this.scheduleFlush();
+    // Frames queued while pumpData runs (a stream's trailers) leave in the write that flush is
+    // about to make. Scheduling another flush for them left an empty one on the next turn, and a
+    // PING arriving before it went out alone instead of with the next response (queueAck).
+    if (!this.pumping) this.scheduleFlush();
   }
 
   /**

@@ -311,7 +311,10 @@ describe('H2Connection with raw frames', () => {
 });
 
 /** A connection over an in-memory socket that records what each socket write carried. */
-function recordedConnection(onStream: (s: H2Stream, h: IncomingHeaders) => void): { socket: Duplex; writes: { type: number; flags: number; id: number }[][] } {
+function recordedConnection(
+  onStream: (s: H2Stream, h: IncomingHeaders) => void,
+  afterWrite: (frames: { type: number; flags: number; id: number }[]) => void = () => {},
+): { socket: Duplex; writes: { type: number; flags: number; id: number }[][] } {
   const writes: { type: number; flags: number; id: number }[][] = [];
   const socket = new Duplex({
     read() {},
@@ -321,6 +324,7 @@ function recordedConnection(onStream: (s: H2Stream, h: IncomingHeaders) => void)
         frames.push({ type: chunk[at + 3]!, flags: chunk[at + 4]!, id: chunk.readUInt32BE(at + 5) });
       }
       writes.push(frames);
+      afterWrite(frames);
       cb();
     },
   });
@@ -347,6 +351,35 @@ describe('H2Connection PING answers', () => {
     const withResponse = after.find((w) => w.some((f) => f.type === FrameType.HEADERS))!;
     expect(withResponse.some(isPingAck)).toBe(true);
     expect(after.flat().filter(isPingAck)).toHaveLength(1);
+  });
+
+  it('sends the PING ACK with the next response also when the PING arrives right after a response with trailers', async () => {
+    // A gRPC response's trailers are queued while its DATA is being framed; the PING that comes
+    // with the client's next request, read before the loop's next turn, must still wait for that
+    // request's response instead of leaving alone (one more write and wake-up of the client).
+    const grpcLike = (s: H2Stream): void => {
+      s.on('data', () => {});
+      s.on('end', () => {
+        setImmediate(() => {
+          s.respond({ ':status': 200 }, { waitForTrailers: true });
+          s.once('wantTrailers', () => s.sendTrailers({ 'grpc-status': '0' }));
+          s.end(Buffer.from('reply'));
+        });
+      });
+    };
+    let sentNext = false;
+    const { socket, writes } = recordedConnection(grpcLike, (frames) => {
+      const trailersOf1 = frames.some((f) => f.type === FrameType.HEADERS && f.id === 1 && (f.flags & 0x1) === 1);
+      if (!trailersOf1 || sentNext) return;
+      sentNext = true;
+      // The client's answer to response 1, read before the loop's next turn.
+      process.nextTick(() => socket.emit('data', Buffer.concat([frame(FrameType.PING, 0, 0, Buffer.from('12345678')), headersFrame(3, 0x1)])));
+    });
+    socket.emit('data', Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(0)), headersFrame(1, 0x1)]));
+    await waitFor(() => writes.some((w) => w.some((f) => f.type === FrameType.HEADERS && f.id === 3 && (f.flags & 0x1) === 1)));
+    const acks = writes.filter((w) => w.some(isPingAck));
+    expect(acks).toHaveLength(1);
+    expect(acks[0]!.some((f) => f.type === FrameType.HEADERS && f.id === 3)).toBe(true);
   });
 
   it('answers a PING on its own within PING_ACK_DELAY_MS when nothing else is sent', async () => {
