@@ -4,14 +4,17 @@ import { describe, expect, it } from 'vitest';
 import { IdleGc, type IdleGcOptions } from '../../../src/runtime/idle_gc';
 
 const MiB = 1024 * 1024;
-const opts: IdleGcOptions = { checkIntervalMs: 10_000, maxLoopUtilization: 0.01, minGrowthBytes: 16 * MiB, firstCheckAfterRecoveryMs: 2_000 };
+const opts: IdleGcOptions = { checkIntervalMs: 10_000, maxLoopUtilization: 0.01, minGrowthBytes: 16 * MiB, firstCheckAfterRecoveryMs: 2_000, minIdleMs: 6_000 };
+/** One of the short windows judged after start-up (the regular ones, 10 s, are longer than minIdleMs). */
+const SHORT = opts.firstCheckAfterRecoveryMs;
 
 /** A heap that grows by what the test allocates and drops to `liveBytes` on a collection. */
 function fakeHeap(startBytes: number) {
-  const h = { used: startBytes, liveBytes: startBytes, utilization: 0, collected: 0 };
+  const h = { used: startBytes, liveBytes: startBytes, utilization: 0, windowMs: opts.checkIntervalMs, spare: 0, collected: 0 };
   const probe = {
     usedHeapBytes: () => h.used,
-    loopUtilization: () => h.utilization,
+    spareHeapBytes: () => h.spare,
+    loopWindow: () => ({ windowMs: h.windowMs, utilization: h.utilization }),
     collect: () => {
       h.collected++;
       h.used = h.liveBytes;
@@ -64,6 +67,89 @@ describe('idle GC', () => {
   });
 });
 
+describe('how long the loop must have been idle', () => {
+  it('waits for minIdleMs of idle windows in a row after a load, and a busy window starts the count again', () => {
+    // Right after a load V8 still judges its allocation rate high and keeps the young generation
+    // the load grew; a collection then frees the garbage but not that memory.
+    const { h, probe } = fakeHeap(20 * MiB);
+    const gc = new IdleGc(probe, opts);
+    h.windowMs = SHORT;
+    h.used = 90 * MiB;
+    h.liveBytes = 50 * MiB;
+    h.utilization = 0.7;
+    expect(gc.check()).toBe(false);
+    h.utilization = 0;
+    expect(gc.check()).toBe(false); // idle 2 s
+    expect(gc.check()).toBe(false); // idle 4 s
+    h.utilization = 0.3;
+    expect(gc.check()).toBe(false); // busy again
+    h.utilization = 0;
+    expect(gc.check()).toBe(false);
+    expect(gc.check()).toBe(false);
+    expect(h.collected).toBe(0);
+    expect(gc.check()).toBe(true); // idle 6 s in a row
+    expect(h.collected).toBe(1);
+  });
+
+  it('owes the first collection after start-up to a window idle for minIdleMs too', () => {
+    const { h, probe } = fakeHeap(20 * MiB);
+    const gc = new IdleGc(probe, opts);
+    h.windowMs = SHORT;
+    h.utilization = 0.9;
+    expect(gc.recovered()).toBe(false);
+    h.utilization = 0;
+    expect(gc.check()).toBe(false);
+    expect(gc.check()).toBe(false);
+    expect(gc.check()).toBe(true);
+  });
+});
+
+describe('when V8 keeps the heap it grew', () => {
+  it('collects again after more quiet, at most twice in a row, then leaves it until the heap grows again', () => {
+    const { h, probe } = fakeHeap(20 * MiB);
+    const gc = new IdleGc(probe, opts);
+    h.used = 80 * MiB;
+    h.liveBytes = 40 * MiB;
+    h.spare = 30 * MiB; // V8 kept its grown young generation
+    expect(gc.check()).toBe(true);
+    expect(gc.check()).toBe(true); // first follow-up
+    expect(gc.check()).toBe(true); // second
+    expect(gc.check()).toBe(false);
+    expect(gc.check()).toBe(false);
+    expect(h.collected).toBe(3);
+    // New growth: the same again.
+    h.used = 70 * MiB;
+    expect(gc.check()).toBe(true);
+    expect(h.collected).toBe(4);
+  });
+
+  it('stops following up once a collection gave the heap back', () => {
+    const { h, probe } = fakeHeap(20 * MiB);
+    const gc = new IdleGc(probe, opts);
+    h.used = 80 * MiB;
+    h.liveBytes = 40 * MiB;
+    h.spare = 30 * MiB;
+    expect(gc.check()).toBe(true);
+    h.spare = 4 * MiB;
+    expect(gc.check()).toBe(true);
+    expect(gc.check()).toBe(false);
+    expect(h.collected).toBe(2);
+  });
+
+  it('needs minIdleMs of fresh quiet before a follow-up', () => {
+    const { h, probe } = fakeHeap(20 * MiB);
+    const gc = new IdleGc(probe, opts);
+    h.windowMs = SHORT;
+    h.used = 80 * MiB;
+    h.liveBytes = 40 * MiB;
+    h.spare = 30 * MiB;
+    for (let i = 0; i < 2; i++) expect(gc.check()).toBe(false);
+    expect(gc.check()).toBe(true); // 6 s idle
+    for (let i = 0; i < 2; i++) expect(gc.check()).toBe(false);
+    expect(gc.check()).toBe(true); // 6 s more
+  });
+});
+
 describe('collection after start-up has read its state back', () => {
   it('collects at once, busy loop or not, when reading the state back grew the heap', () => {
     const { h, probe } = fakeHeap(20 * MiB);
@@ -110,7 +196,7 @@ describe('the first idle window after start-up', () => {
       for (const e of l.getEntries()) if (e.detail.kind === constants.NODE_PERFORMANCE_GC_MAJOR) majors++;
     }).observe({ entryTypes: ['gc'] });
     setTimeout(() => {
-      const handle = startIdleGc({ checkIntervalMs: 60000, maxLoopUtilization: 0.5, minGrowthBytes: 64 * 1024 * 1024, firstCheckAfterRecoveryMs: ${firstMs} });
+      const handle = startIdleGc({ checkIntervalMs: 60000, maxLoopUtilization: 0.5, minGrowthBytes: 64 * 1024 * 1024, firstCheckAfterRecoveryMs: ${firstMs}, minIdleMs: ${firstMs} });
       const before = majors;
       handle.recovered();
       setTimeout(() => { process.stdout.write(String(majors - before)); process.exit(0); }, 1500);
@@ -141,7 +227,7 @@ describe('idle GC in a real process', () => {
     }).observe({ entryTypes: ['gc'] });
     setTimeout(() => {
       const before = majors;
-      const handle = startIdleGc({ checkIntervalMs: 100, maxLoopUtilization: 0.5, minGrowthBytes: 4 * 1024 * 1024, firstCheckAfterRecoveryMs: 60000 });
+      const handle = startIdleGc({ checkIntervalMs: 100, maxLoopUtilization: 0.5, minGrowthBytes: 4 * 1024 * 1024, firstCheckAfterRecoveryMs: 60000, minIdleMs: 200 });
       let junk = [];
       for (let i = 0; i < 300000; i++) junk.push({ i, s: 'x' + i });
       junk = null;
