@@ -21,10 +21,10 @@ export interface IdleGcOptions {
   minGrowthBytes: number;
   /**
    * After start-up has read its state back, windows this short are judged until the collection
-   * owed to the first idle one (IdleGc.recovered) has run, at most MAX_SHORT_WINDOWS of them.
-   * That collection arms V8's memory reducer, whose own collections ~8 s later give back the young
-   * generation start-up grew: a fresh, quiet server goes 85 -> 70 MiB resident ~12 s after it
-   * starts instead of ~25 s (the first whole interval is rarely idle: it holds start-up's work).
+   * owed to its first idle stretch (IdleGc.recovered) has run, at most MAX_SHORT_WINDOWS of them.
+   * That collection gives back the young generation start-up grew: a fresh, quiet server goes
+   * 82 -> 72 MiB resident ~8 s after it starts (the first whole interval is rarely idle: it holds
+   * start-up's work; V8's own memory reducer was not seen to run on an idle Node 20 at all).
    */
   firstCheckAfterRecoveryMs: number;
   /**
@@ -76,7 +76,7 @@ export interface IdleGcProbe {
 export class IdleGc {
   /** Used heap right after the last collection we know of (ours, or V8's when it went lower). */
   private baselineBytes: number;
-  /** A collection in the next idle window is owed whatever the growth (see recovered()). */
+  /** A collection in the next idle stretch (minIdleMs) is owed whatever the growth (see recovered(), collect()). */
   private idleCollectionOwed = false;
   /** How long the loop has been idle, over the windows judged since it was last busy. */
   private idleMs = 0;
@@ -111,7 +111,7 @@ export class IdleGc {
   /**
    * Start-up has read the applied state back (WAL replay, index rebuild), before serving anyone:
    * when that grew the heap, its garbage (the segment buffers among it) goes now, busy or not. One
-   * more collection is owed to the first idle window: V8 shrinks the young generation it grew for
+   * more collection is owed to the first idle stretch: V8 shrinks the young generation it grew for
    * the replay only in a collection that runs while allocation is slow (100k entries replayed:
    * 167 -> 137 MiB resident).
    */
