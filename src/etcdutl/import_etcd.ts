@@ -11,7 +11,7 @@ import { AuthStore, type RoleRecord, type UserRecord } from '../auth/store';
 import type { Backend } from '../backend/backend';
 import { decodeLeaseRecord, encodeLeaseRecord } from '../lease/lease-record';
 import type { Logger } from '../log';
-import { KEY_DB } from '../mvcc';
+import { appendKeyRecord, KEY_DB } from '../mvcc';
 import { decodeKeyValue, encodeKeyValue } from '../mvcc/kv_codec';
 import { bytesToRev, isTombstoneKey } from '../mvcc/revision';
 import { decodeMessage } from '../pb/internal';
@@ -63,7 +63,7 @@ export function importEtcdDb(bboltPath: string, backend: Backend, log: Logger): 
       const main = bytesToRev(key).main;
       assert(main >= lastMain, 'etcd key records out of revision order');
       lastMain = main;
-      kv.putSync(key, encodeKeyValue(decodeKeyValue(value)));
+      appendKeyRecord(kv, key, encodeKeyValue(decodeKeyValue(value)));
     });
 
     backend.batch(() => {

@@ -1,3 +1,3 @@
-export { MvccStore, toRangeEnd, KEY_DB } from './store';
+export { MvccStore, toRangeEnd, KEY_DB, appendKeyRecord } from './store';
 export type { RangeOptions, RangeResult, RangeReader, WriteTxn, EventsListener } from './store';
 export * from './types';

@@ -47,8 +47,20 @@ export type EventsListener = (events: MvccEvent[], rev: number) => void;
 /** The sub-database name etcd gives its KV bucket (also hashed into HashKV). */
 export const KEY_DB = 'key';
 const KEY_DB_NAME_BYTES = Buffer.from(KEY_DB);
-/** lmdb-js put options: MDB_APPEND (see appendRecord). */
+/** lmdb-js put options: MDB_APPEND (see appendKeyRecord). */
 const APPEND = { append: true } as const;
+
+/**
+ * Writes a record at the end of the key bucket. Its key, a revision, is above every record's
+ * there, so LMDB is told it appends: a page that fills up then stays full and the record starts
+ * the next one, where an insert splits the page in half and leaves it half empty for good
+ * (records of 1 KiB: 2 per 4 KiB page instead of 3). A key that is not above the last one is a
+ * broken revision invariant; LMDB refuses it rather than write it, and so do we.
+ */
+export function appendKeyRecord(kv: SubDb, revKey: Buffer, record: Buffer): void {
+  const ok = kv.putSync(revKey, record, APPEND);
+  assert(ok, `record at revision key ${revKey.toString('hex')} is not above the key bucket's last one`);
+}
 const META_SCHEDULED_COMPACT = 'scheduledCompactRev';
 const META_FINISHED_COMPACT = 'finishedCompactRev';
 /**
@@ -290,30 +302,18 @@ export class MvccStore {
       value: Buffer.from(value),
       lease,
     };
-    this.appendRecord(revToBytes(rev, sub), encodeKeyValue(kv));
+    appendKeyRecord(this.kv, revToBytes(rev, sub), encodeKeyValue(kv));
     this.index.put(keyStr, rev, sub, ki);
     this.ops.puts++;
     this.ops.putBytes += key.length + value.length;
     return { kv, prevKv };
   }
 
-  /**
-   * Writes a record at the end of the key bucket. Its key, a revision, is above every record's
-   * there, so LMDB is told it appends: a page that fills up then stays full and the record starts
-   * the next one, where an insert splits the page in half and leaves it half empty for good
-   * (records of 1 KiB: 2 per 4 KiB page instead of 3). A key that is not above the last one is a
-   * broken revision invariant; LMDB refuses it rather than write it, and so do we.
-   */
-  private appendRecord(revKey: Buffer, record: Buffer): void {
-    const ok = this.kv.putSync(revKey, record, APPEND);
-    assert(ok, `record at revision key ${revKey.toString('hex')} is not above the key bucket's last one`);
-  }
-
   /** @internal used by StoreWriteTxn; deletes one existing key. */
   txnDelete(rev: number, sub: number, keyStr: string, prevKv: KeyValue): KeyValue {
     const key = prevKv.key;
     const tomb: KeyValue = { key, createRevision: 0, modRevision: 0, version: 0, value: EMPTY, lease: 0n };
-    this.appendRecord(revToBytes(rev, sub, true), encodeKeyValue(tomb));
+    appendKeyRecord(this.kv, revToBytes(rev, sub, true), encodeKeyValue(tomb));
     const ok = this.index.tombstone(keyStr, rev, sub);
     assert(ok, 'tombstone of a key that does not exist');
     this.ops.deletes++;
