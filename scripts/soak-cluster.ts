@@ -1291,7 +1291,7 @@ async function main(): Promise<number> {
 
   if (!ok || o.keep) {
     // The cluster's temp dir goes with close(); move the data dirs out of it first (a rename: the
-    // LMDB file is a sparse 8 GiB map, too big to copy).
+    // LMDB file of an older build is a sparse 8 GiB map, too big to copy).
     for (const m of cluster.members) fs.renameSync(m.dataDir, path.join(outDir, m.name));
   }
   await cluster.close();

@@ -32,9 +32,9 @@ const MAX_SUB_DBS = 32;
 /** Callbacks queued for after the running batch commits: a few per subsystem, not per write. */
 const MAX_AFTER_COMMIT = 1024;
 /**
- * The write map leaves every page a commit touches mapped, so resident, until the file is
- * unmapped: the file grown by this much since the last remap is when a background flush remaps
- * it (~0.8 ms), and below this size start-up does not. Only growth, not time: each close and
+ * Pages read through the map (a range, the key index's rebuild at start-up) stay mapped, so
+ * resident, until the file is unmapped: the file grown by this much since the last remap is when
+ * a background flush remaps it (~0.8 ms), and below this size start-up does not. Only growth, not time: each close and
  * reopen of an lmdb-js environment keeps ~3 KB (measured over 2500 remaps with a collection after
  * each), so remaps are bounded by how much the file grows, not by how long the server runs.
  */
@@ -68,10 +68,14 @@ function openEnv(filePath: string, mapSizeBytes: number, durableCommits: boolean
     // With overlapping sync every synchronous commit waits for the previous flush (~5 ms
     // here); apply batches commit without fsync instead and flushed() forces one.
     overlappingSync: durableCommits,
-    // Commits write into the map instead of one pwrite per dirty page: measured per apply
-    // commit, p50 23 -> 5 µs and p99 1.65 ms -> 0.1 ms. LMDB then sizes the file to the map
-    // (sparse), so sizeBytes() counts pages instead of reading the file size.
-    useWritemap: true,
+    // Commits pwrite their dirty pages, as bbolt does, rather than writing into a shared map:
+    // the kernel then has no mapped page to write-protect (a TLB shootdown each, expensive on
+    // these VMs) when a flush writes it back, nor a fault when the next commit dirties it again.
+    // With the write map, 4 KiB values at 100 clients spent 22% of the server's CPU in msync and
+    // 8% in page faults (278-303 -> 141 µs of CPU per put without it); one client's 256-byte
+    // puts lose ~8% (about 7 pwrites per commit instead of none; 8 alternating pairs).
+    // A data file made with the write map (sized to the map, sparse) opens as it is.
+    useWritemap: false,
   });
 }
 
@@ -263,13 +267,13 @@ export class Backend {
   }
 
   /**
-   * Unmaps the database file and maps it again, so that the pages the write map (or a read of
-   * everything, as at start-up) left mapped stop counting in our resident size; they stay in the
-   * page cache, and what is read next faults back in. etcd's bbolt writes with pwrite, so only
-   * what it reads stays mapped: 100k keys loaded left ~34 MiB of the file resident in ours.
+   * Unmaps the database file and maps it again, so that the pages reads left mapped (start-up's
+   * read of everything, a full range) stop counting in our resident size; they stay in the page
+   * cache, and what is read next faults back in. (Through LMDB's write map, which this backend
+   * used before, every page written stayed mapped too: 100k keys loaded left ~34 MiB resident.)
    * Synchronous, and only when nothing holds the environment (a batch, a sync, a backup, a
-   * swap); answers whether it remapped. Durable data is unaffected: the kernel keeps the dirty
-   * pages of a shared mapping when it is unmapped, and the next sync writes them.
+   * swap); answers whether it remapped. Durable data is unaffected: commits wrote their pages
+   * with pwrite, into the page cache, and the next sync writes them to disk.
    */
   releaseMappedPages(): boolean {
     if (this.closed || this.depth > 0 || this.flushing || this.swapping || this.defragging || this.envUsers > 0) return false;
@@ -399,7 +403,8 @@ export class Backend {
 
   /** The database file's size (etcd's dbSize). */
   sizeBytes(): number {
-    // Pages up to the highest ever used: what the file would measure without the write map.
+    // Pages up to the highest ever used: a data file written through LMDB's write map (before
+    // this backend wrote with pwrite) measures the whole map, sparse.
     const st = this.env.getStats() as LmdbStats;
     return (st.lastPageNumber + 1) * st.pageSize;
   }
