@@ -33,10 +33,11 @@ const MAX_SUB_DBS = 32;
 const MAX_AFTER_COMMIT = 1024;
 /**
  * Pages read through the map (a range, the key index's rebuild at start-up) stay mapped, so
- * resident, until the file is unmapped: the file grown by this much since the last remap is when
- * a background flush remaps it (~0.8 ms), and below this size start-up does not. Only growth, not time: each close and
- * reopen of an lmdb-js environment keeps ~3 KB (measured over 2500 remaps with a collection after
- * each), so remaps are bounded by how much the file grows, not by how long the server runs.
+ * resident, until the file is unmapped: the file grown by this much since the last remap is
+ * when a background flush remaps it (~0.8 ms), and below this size start-up does not. Only
+ * growth, not time: each close and reopen of an lmdb-js environment keeps ~3 KB (measured over
+ * 2500 remaps with a collection after each), so remaps are bounded by how much the file grows,
+ * not by how long the server runs.
  */
 const REMAP_AFTER_GROWTH_BYTES = 8 * 1024 * 1024;
 

@@ -58,8 +58,10 @@ const APPEND = { append: true } as const;
  * broken revision invariant; LMDB refuses it rather than write it, and so do we.
  */
 export function appendKeyRecord(kv: SubDb, revKey: Buffer, record: Buffer): void {
-  const ok = kv.putSync(revKey, record, APPEND);
-  assert(ok, `record at revision key ${revKey.toString('hex')} is not above the key bucket's last one`);
+  // lmdb-js types putSync as void; it answers whether it wrote. The message is built only on
+  // failure: this runs for every record written.
+  const written: unknown = kv.putSync(revKey, record, APPEND);
+  if (written !== true) assert.fail(`record at revision key ${revKey.toString('hex')} is not above the key bucket's last one`);
 }
 const META_SCHEDULED_COMPACT = 'scheduledCompactRev';
 const META_FINISHED_COMPACT = 'finishedCompactRev';

@@ -1,5 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { EtcdError } from '../../../src/errors';
+import { appendKeyRecord, KEY_DB } from '../../../src/mvcc/store';
+import { revToBytes } from '../../../src/mvcc/revision';
 import { EventType, type MvccEvent } from '../../../src/mvcc/types';
 import { b, closeStore, openStore, write } from './helpers';
 
@@ -401,5 +403,18 @@ describe('MvccStore on disk', () => {
     expect(pages).toBeLessThan(1150);
     expect(s.store.range(b('/registry/'), b('/registry0')).count).toBe(2999);
     expect(s.store.currentRevision()).toBe(3002);
+  });
+
+  it('refuses a record whose revision key is not above the last one, and writes nothing', () => {
+    const s = fresh();
+    write(s, (t) => t.put(b('a'), b('1'), 0n));
+    write(s, (t) => t.put(b('b'), b('2'), 0n));
+    const kv = s.backend.subDb(KEY_DB);
+    const records = kv.getKeysCount({});
+    expect(() => s.backend.batch(() => appendKeyRecord(kv, revToBytes(2, 0), b('stale')))).toThrow(
+      "record at revision key 00000000000000025f0000000000000000 is not above the key bucket's last one",
+    );
+    expect(kv.getKeysCount({})).toBe(records);
+    expect(s.store.range(b('a'), null).kvs[0].value.toString()).toBe('1');
   });
 });
