@@ -98,6 +98,6 @@ describe('parseToolOutput', () => {
 describe('selectCases', () => {
   it('selects by name with * wildcards', () => {
     const names = selectCases(battery(QUICK), 'put-*c,watch-latency').map((c) => c.name);
-    expect(names).toEqual(['put-1c', 'put-100c', 'put-1000c', 'watch-latency']);
+    expect(names).toEqual(['put-1c', 'put-100c', 'put-1000c', 'put-4k-100c', 'watch-latency']);
   });
 });
