@@ -33,8 +33,6 @@ export async function snapshotStatus(snapshotPath: string): Promise<SnapshotStat
   try {
     const dbPath = path.join(dir, 'db');
     copyVerifiedDb(snapshotPath, dbPath, true);
-    // Before opening: a file written through LMDB's write map (older data directories) is
-    // extended to the map size (sparse) when opened that way.
     const totalSize = fs.statSync(dbPath).size;
     const backend = Backend.open(dbPath, { flushIntervalMs: 0 });
     try {
