@@ -51,6 +51,8 @@ function serverConfig(c: Config): ServerConfig {
     authToken: c.authToken,
     authTokenTtlSec: c.authTokenTtlSec,
     warningApplyDurationMs: c.warningApplyDurationMs,
+    backendBatchIntervalMs: Math.round(c.backendBatchIntervalMs),
+    backendBatchLimit: c.backendBatchLimit,
     autoCompaction: {
       mode: c.autoCompactionMode,
       retentionMs: c.autoCompactionRetentionMs,

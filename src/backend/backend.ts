@@ -1,8 +1,9 @@
 // The LMDB environment holding the applied state (etcd's member/snap/db).
 //
-// Writes happen in synchronous LMDB transactions (one per apply round). They are not durable
-// when batch() returns: the Raft WAL is the durability source, and the consistent index
-// written in the same transaction makes replaying the WAL after a crash idempotent.
+// Writes happen in LMDB transactions: one per batch(), or, with a batch interval (the server's
+// case, like etcd's batch transaction), one shared by the batches of up to that long. They are
+// not durable when batch() returns: the Raft WAL is the durability source, and the consistent
+// index written in the same transaction makes replaying the WAL after a crash idempotent.
 import assert from 'node:assert';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -52,6 +53,32 @@ export interface BackendOptions {
   durableCommits?: boolean;
   /** Background flush period when durableCommits is false; 0 disables. Default 100 (etcd's batch interval). */
   flushIntervalMs?: number;
+  /**
+   * > 0 (and durableCommits false): batches share one open LMDB transaction, committed this long
+   * after its first batch, after batchLimit batches, or when something needs the file itself
+   * (flushed(), a snapshot, a remap, close). etcd's --backend-batch-interval. Reads in this
+   * process go through the open transaction, so they see every batch at once. 0 (default): each
+   * batch commits before batch() returns.
+   */
+  batchIntervalMs?: number;
+  /** Batches sharing one transaction at most (etcd's --backend-batch-limit counts writes). Default 10000. */
+  batchLimit?: number;
+}
+
+const DEFAULT_BATCH_LIMIT = 10_000;
+/** Bounds the options: a shared transaction holds its dirty pages in memory until it commits. */
+const MAX_BATCH_INTERVAL_MS = 10_000;
+const MAX_BATCH_LIMIT = 1_000_000;
+
+/**
+ * The open transaction batches share. `finish` is lmdb-js's own completion of the transaction:
+ * transactionSync keeps a transaction open while its callback's result is an unsettled thenable
+ * and hands that thenable its continuation; calling it commits, synchronously.
+ */
+interface SharedTxn {
+  finish: (result: unknown) => unknown;
+  batches: number;
+  timer: NodeJS.Timeout;
 }
 
 const DEFAULT_FLUSH_INTERVAL_MS = 100;
@@ -103,6 +130,16 @@ export class Backend {
   private flushPaused = false;
   /** batchSeq() when the last completed sync started: every batch up to it is on disk. */
   private syncedSeq = 0;
+  /** batchSeq() at the last commit: every batch up to it is in the file (the page cache). */
+  private committedSeq = 0;
+  private readonly batchIntervalMs: number;
+  private readonly batchLimit: number;
+  private shared: SharedTxn | null = null;
+  private sharedCommits = 0;
+  /** Told how long each commit of a shared transaction took (etcd_disk_backend_commit_duration_seconds). */
+  commitObserver: ((seconds: number) => void) | null = null;
+  /** Told when the batch interval's timer could not commit (the process cannot go on); else it throws. */
+  commitFailed: ((e: unknown) => void) | null = null;
   /** lmdb-js work on another thread that reads the environment (backups). */
   private envUsers = 0;
   /** File size at the last remap. */
@@ -115,6 +152,10 @@ export class Backend {
     opts: BackendOptions,
   ) {
     this.durableCommits = opts.durableCommits ?? false;
+    this.batchIntervalMs = this.durableCommits ? 0 : (opts.batchIntervalMs ?? 0);
+    this.batchLimit = opts.batchLimit ?? DEFAULT_BATCH_LIMIT;
+    assert(Number.isSafeInteger(this.batchIntervalMs) && this.batchIntervalMs >= 0 && this.batchIntervalMs <= MAX_BATCH_INTERVAL_MS, 'batchIntervalMs out of range');
+    assert(Number.isSafeInteger(this.batchLimit) && this.batchLimit >= 1 && this.batchLimit <= MAX_BATCH_LIMIT, 'batchLimit out of range');
     this.env = openEnv(filePath, mapSizeBytes, this.durableCommits);
     const intervalMs = opts.flushIntervalMs ?? DEFAULT_FLUSH_INTERVAL_MS;
     if (!this.durableCommits && intervalMs > 0) {
@@ -169,7 +210,10 @@ export class Backend {
     return handle;
   }
 
-  /** Runs fn in one synchronous write transaction; a nested call joins the outer one. */
+  /**
+   * Runs fn in a write transaction: its own, or the shared one (see batchIntervalMs). A nested
+   * call joins the outer one. If fn throws, what it wrote is undone (and nothing else).
+   */
   batch<T>(fn: () => T): T {
     assert(!this.closed, 'backend is closed');
     assert(!this.swapping, 'backend is swapping files after defragment');
@@ -186,7 +230,11 @@ export class Backend {
     this.seq++;
     let result: T;
     try {
-      result = this.durableCommits ? this.env.transactionSync(fn) : this.env.transactionSync(fn, TXN_FLAGS_NO_FSYNC);
+      if (this.batchIntervalMs > 0) result = this.sharedBatch(fn);
+      else {
+        result = this.durableCommits ? this.env.transactionSync(fn) : this.env.transactionSync(fn, TXN_FLAGS_NO_FSYNC);
+        this.committedSeq = this.seq;
+      }
     } catch (e) {
       // The transaction was aborted: forget what it would have done. (In-memory state that
       // callers changed inside it is theirs to discard: for the apply path this is fatal.)
@@ -196,9 +244,77 @@ export class Backend {
     } finally {
       this.depth = 0;
     }
-    this.dirty = true;
+    if (this.batchIntervalMs === 0) this.dirty = true;
     this.runAfterCommit();
+    if (this.shared !== null && this.shared.batches >= this.batchLimit) this.commitShared();
     return result;
+  }
+
+  /** fn in the shared transaction: as a child transaction of the open one, else opening it. */
+  private sharedBatch<T>(fn: () => T): T {
+    if (this.shared !== null) {
+      // A child transaction (LMDB's nested transaction, ~2 µs here): a throw undoes this batch
+      // alone, not the batches before it, whose answers may already have gone out.
+      const result = this.env.childTransaction(fn) as T;
+      this.shared.batches++;
+      return result;
+    }
+    let finish: ((result: unknown) => unknown) | null = null;
+    const held: PromiseLike<unknown> = {
+      then: (onCommit) => {
+        finish = onCommit as (result: unknown) => unknown;
+        return undefined as unknown as PromiseLike<never>;
+      },
+    };
+    let result!: T;
+    this.env.transactionSync(() => {
+      result = fn();
+      return held;
+    }, TXN_FLAGS_NO_FSYNC);
+    // lmdb-js took the thenable synchronously, or the transaction would commit at some later
+    // turn nobody controls.
+    if (finish === null) assert.fail('lmdb-js did not hold the shared transaction open');
+    const timer = setTimeout(() => this.commitOnTimer(), this.batchIntervalMs);
+    this.shared = { finish, batches: 1, timer };
+    return result;
+  }
+
+  /**
+   * Commits the shared transaction now, if one is open (synchronously). A failed commit throws:
+   * the batches in it were applied in memory and may have been answered, so the caller (a timer
+   * at worst) must not carry on; the WAL holds them for the restart.
+   */
+  private commitShared(): void {
+    const s = this.shared;
+    if (s === null) return;
+    assert(this.depth === 0, 'committing the shared transaction inside a batch');
+    this.shared = null;
+    clearTimeout(s.timer);
+    const t0 = process.hrtime.bigint();
+    s.finish(undefined);
+    this.committedSeq = this.seq;
+    this.dirty = true;
+    this.sharedCommits++;
+    this.commitObserver?.(Number(process.hrtime.bigint() - t0) / 1e9);
+  }
+
+  private commitOnTimer(): void {
+    try {
+      this.commitShared();
+    } catch (e) {
+      if (this.commitFailed === null) throw e;
+      this.commitFailed(e);
+    }
+  }
+
+  /** The id of the last transaction committed to the file (a shared one still open is not). */
+  committedTxnId(): number {
+    return (this.env.getStats() as LmdbStats).lastTxnId;
+  }
+
+  /** Commits of shared transactions so far (for tests and diagnostics). */
+  sharedCommitCount(): number {
+    return this.sharedCommits;
   }
 
   /**
@@ -227,7 +343,7 @@ export class Backend {
    */
   private sync(): Promise<void> {
     assert(!this.flushing, 'one sync at a time');
-    const startSeq = this.seq;
+    const startSeq = this.committedSeq;
     this.dirty = false;
     const env = this.env as unknown as { sync(cb: (err?: Error | null) => void): void };
     let settled = false;
@@ -256,6 +372,9 @@ export class Backend {
   private remapIfGrown(): void {
     const grownBytes = this.sizeBytes() - this.bytesAtRemap;
     if (grownBytes < REMAP_AFTER_GROWTH_BYTES) return;
+    // Under a steady load a shared transaction is nearly always open: commit it early rather
+    // than never remap.
+    if (this.depth === 0) this.commitShared();
     this.releaseMappedPages();
   }
 
@@ -264,7 +383,10 @@ export class Backend {
    * enough for its pages to matter (a fresh server's is not, and a remap costs it ~5 MiB).
    */
   releaseMappedPagesAfterStart(): boolean {
-    return this.sizeBytes() >= REMAP_AFTER_GROWTH_BYTES && this.releaseMappedPages();
+    if (this.sizeBytes() < REMAP_AFTER_GROWTH_BYTES) return false;
+    // The WAL's replay may have left a shared transaction open.
+    this.commitShared();
+    return this.releaseMappedPages();
   }
 
   /**
@@ -277,7 +399,7 @@ export class Backend {
    * with pwrite, into the page cache, and the next sync writes them to disk.
    */
   releaseMappedPages(): boolean {
-    if (this.closed || this.depth > 0 || this.flushing || this.swapping || this.defragging || this.envUsers > 0) return false;
+    if (this.closed || this.depth > 0 || this.shared !== null || this.flushing || this.swapping || this.defragging || this.envUsers > 0) return false;
     const old = this.env;
     void old.close();
     // lmdb-js closes at once unless an asynchronous write of its own is pending, and this
@@ -339,7 +461,11 @@ export class Backend {
     return this.depth > 0;
   }
 
-  /** Queues fn to run after the running batch commits (e.g. notifying watchers). */
+  /**
+   * Queues fn to run once the running batch is done and its writes are what every read of this
+   * process sees (e.g. notifying watchers): after its commit, or, in a shared transaction, as
+   * the batch ends (the commit comes later; a crash before it is replayed from the WAL).
+   */
   onCommit(fn: () => void): void {
     assert(this.depth > 0, 'onCommit outside batch()');
     assert(this.afterCommit.length < MAX_AFTER_COMMIT, 'too many after-commit callbacks in one batch');
@@ -426,7 +552,9 @@ export class Backend {
    */
   async flushed(): Promise<void> {
     assert(this.depth === 0, 'flushed() inside a batch');
-    const target = this.seq;
+    this.commitShared();
+    // (Not seq: a batch that threw counts there but committed nothing.)
+    const target = this.committedSeq;
     // A sync that started before the last commit may not hold it: at most one to wait out,
     // then one of our own.
     for (let attempt = 0; this.syncedSeq < target; attempt++) {
@@ -435,7 +563,10 @@ export class Backend {
       else await this.sync();
     }
     // Synchronous (lmdb-js's default flags for transactionSync), so lmdb-js holds no pending
-    // asynchronous write afterwards: see releaseMappedPages().
+    // asynchronous write afterwards: see releaseMappedPages(). Batches that opened a shared
+    // transaction while the sync ran are committed first (this commit makes them durable too),
+    // so that this one is not taken for a child of it.
+    this.commitShared();
     this.env.transactionSync(() => this.meta.putSync(FLUSH_MARKER_BYTES, FLUSH_MARKER_VALUE));
   }
 
@@ -488,6 +619,8 @@ export class Backend {
     const dir = fs.mkdtempSync(path.join(path.dirname(this.filePath), '.snap-'));
     const copy = path.join(dir, 'db');
     try {
+      // Everything applied so far goes into the copy (etcd commits its batch first too).
+      this.commitShared();
       // LMDB copies under one read transaction: a consistent point-in-time image.
       await this.withEnvUser(() => this.env.backup(copy, false));
       // `transform` may turn the copy into another file in `dir` (e.g. another database format).
@@ -525,20 +658,20 @@ export class Backend {
         fs.rmSync(tmp, { force: true });
         return;
       }
-      if ((this.env.getStats() as LmdbStats).lastTxnId !== txnBefore || this.depth > 0) {
-        fs.rmSync(tmp, { force: true });
-        continue;
-      }
-      await this.swapFile(tmp);
-      return;
+      // The copy holds everything only if nothing was written since it began: not committed,
+      // nor waiting in a shared transaction. Checked again right before the swap, after its wait.
+      const unchanged = (): boolean => (this.env.getStats() as LmdbStats).lastTxnId === txnBefore && this.depth === 0 && this.shared === null;
+      if (unchanged() && (await this.swapFile(tmp, unchanged))) return;
+      fs.rmSync(tmp, { force: true });
     }
   }
 
   /**
    * Puts the file at `source` in place of the database (synchronous switch; sub-database
-   * handles stay valid). Used by defragment and to install a leader's snapshot.
+   * handles stay valid). Used by defragment and to install a leader's snapshot. With `stillValid`,
+   * gives up (false) if it no longer holds once the old environment may be closed.
    */
-  private async swapFile(source: string): Promise<void> {
+  private async swapFile(source: string, stillValid?: () => boolean): Promise<boolean> {
     // Two LMDB environments on one lock file in one process corrupt its reader table, so
     // the old one must be closed before the new one opens.
     // A background sync runs on the old environment's handle: let it finish first.
@@ -548,6 +681,10 @@ export class Backend {
     } finally {
       this.flushPaused = false;
     }
+    if (stillValid && !stillValid()) return false;
+    // (Without a check, the new file replaces whatever the old one holds: commit it, so that
+    // closing does not meet an open transaction.)
+    this.commitShared();
     const old = this.env;
     const closing = old.close();
     const closedNow = (old as unknown as { status?: string }).status === 'closed';
@@ -564,6 +701,7 @@ export class Backend {
     this.openEnvAndDbs();
     this.bytesAtRemap = this.sizeBytes();
     await closing;
+    return true;
   }
 
   /**
@@ -598,6 +736,7 @@ export class Backend {
   async close(): Promise<void> {
     if (this.closed) return;
     if (this.defragging) await this.defragging.catch(() => undefined);
+    this.commitShared();
     this.closed = true;
     if (this.flushTimer) clearInterval(this.flushTimer);
     this.flushTimer = null;

@@ -491,5 +491,7 @@ const ACTED_ON = new Set<string>([
   'bcrypt-cost',
   'warning-apply-duration',
   'experimental-warning-apply-duration',
+  'backend-batch-interval',
+  'backend-batch-limit',
 ]);
 

@@ -76,6 +76,10 @@ export interface ServerConfig {
   authTokenTtlSec?: number;
   /** --warning-apply-duration: applies (and read-only ranges) slower than this are logged and counted; 100 ms when absent. */
   warningApplyDurationMs?: number;
+  /** --backend-batch-interval: longest time applied writes share one LMDB transaction; 100 ms when absent or 0. */
+  backendBatchIntervalMs?: number;
+  /** --backend-batch-limit: apply batches in one LMDB transaction at most; 10000 when absent or 0. */
+  backendBatchLimit?: number;
 }
 
 /** Bounds. */
@@ -86,6 +90,12 @@ const MAX_READ_WAITERS = 100_000;
 const MAX_APPLY_GAP = 5_000;
 const LEASE_REVOKES_PER_ROUND = 1_000;
 const LEASE_CHECK_INTERVAL_MS = 500;
+/** etcd's --backend-batch-interval default: how long applied writes may share one LMDB transaction. */
+const DEFAULT_BACKEND_BATCH_INTERVAL_MS = 100;
+/** etcd's --backend-batch-limit default (we count apply batches, etcd counts writes). */
+const DEFAULT_BACKEND_BATCH_LIMIT = 10_000;
+const MAX_BACKEND_BATCH_INTERVAL_MS = 10_000;
+const MAX_BACKEND_BATCH_LIMIT = 1_000_000;
 /** etcd's default --warning-apply-duration. */
 const DEFAULT_WARNING_APPLY_MS = 100;
 /** etcd's readIndexRetryTime. */
@@ -171,7 +181,12 @@ export class EtcdServer implements EtcdServerApi {
     fs.mkdirSync(snapDir, { recursive: true, mode: 0o700 });
     const wal = Wal.open(walDir);
     const haveWal = wal.hasIdentity();
-    const backend = Backend.open(path.join(snapDir, 'db'));
+    // etcd's defaults when the flags are 0 or absent; larger values are held to the backend's
+    // bounds (its open transaction keeps its dirty pages in memory).
+    const backend = Backend.open(path.join(snapDir, 'db'), {
+      batchIntervalMs: Math.min(cfg.backendBatchIntervalMs || DEFAULT_BACKEND_BATCH_INTERVAL_MS, MAX_BACKEND_BATCH_INTERVAL_MS),
+      batchLimit: Math.min(cfg.backendBatchLimit || DEFAULT_BACKEND_BATCH_LIMIT, MAX_BACKEND_BATCH_LIMIT),
+    });
     const members = new Members(backend.subDb('members'), backend.subDb('members_removed'));
     const alarms = new Alarms(backend.subDb('alarm'));
 
@@ -270,6 +285,8 @@ export class EtcdServer implements EtcdServerApi {
     const server = new EtcdServer(cfg, log, backend, mvcc, lessor, watchHub, members, alarms, applier, wal, storage, identity, snapshotIndex, snapshotIndex);
     server.dirLocks = locks;
     server.metrics = metrics;
+    backend.commitObserver = metrics ? (seconds) => metrics.disk.backendCommitDurationSeconds.observe(seconds) : null;
+    backend.commitFailed = (e) => server.fatal(e);
     server.authStore = authStore;
     server.tokens = tokens;
     server.auth = new AuthService({
@@ -584,7 +601,6 @@ export class EtcdServer implements EtcdServerApi {
     // the effect of those up to its consistent index. Conf changes among them must still reach
     // the Raft core (it learns the membership only from them); normal entries are skipped.
     const backendIndex = this.backend.consistentIndex();
-    const t0 = process.hrtime.bigint();
     let removedSelf = false;
     let lastNewIndex = 0;
     this.backend.batch(() => {
@@ -616,7 +632,6 @@ export class EtcdServer implements EtcdServerApi {
       // seen (a write per entry was ~0.3 KB and one LMDB put each at 100 clients).
       if (lastNewIndex > 0) this.backend.setConsistentIndex(lastNewIndex);
     });
-    this.metrics?.disk.backendCommitDurationSeconds.observe(Number(process.hrtime.bigint() - t0) / 1e9);
     this.committedIndex = Math.max(this.committedIndex, this.appliedIndex);
     for (const [id, r] of results) this.proposals.trigger(id, r);
     this.appliedWaiter.appliedTo(this.appliedIndex);

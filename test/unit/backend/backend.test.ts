@@ -255,6 +255,112 @@ describe('Backend', () => {
     await be.close();
   });
 
+  it('with a batch interval, batches share one transaction that commits when the interval ends', async () => {
+    const p = tmpDb();
+    const be = Backend.open(p, { batchIntervalMs: 50, flushIntervalMs: 0 });
+    const db = be.subDb('s');
+    const txnBefore = be.committedTxnId();
+    const notified: number[] = [];
+    for (let i = 1; i <= 3; i++) {
+      be.batch(() => {
+        db.putSync(Buffer.from(`k${i}`), Buffer.from(`v${i}`));
+        be.setConsistentIndex(i);
+        be.onCommit(() => notified.push(i));
+      });
+      // Every read of this process sees the batch at once, and its after-commit work has run.
+      expect(db.getBinary(Buffer.from(`k${i}`))?.toString()).toBe(`v${i}`);
+      expect(notified).toEqual([...Array(i).keys()].map((n) => n + 1));
+    }
+    // Nothing reached the file yet: the three batches wait in one transaction.
+    expect(be.committedTxnId()).toBe(txnBefore);
+    expect(be.sharedCommitCount()).toBe(0);
+    await until(() => be.sharedCommitCount() === 1);
+    expect(be.committedTxnId()).toBe(txnBefore + 1);
+    await be.close();
+    const be2 = Backend.open(p);
+    expect(be2.subDb('s').getBinary(Buffer.from('k3'))?.toString()).toBe('v3');
+    expect(be2.consistentIndex()).toBe(3);
+    await be2.close();
+  });
+
+  it('undoes a batch that throws inside the shared transaction, and only that batch', async () => {
+    const p = tmpDb();
+    const be = Backend.open(p, { batchIntervalMs: 10_000, flushIntervalMs: 0 });
+    const db = be.subDb('s');
+    be.batch(() => {
+      db.putSync(Buffer.from('kept'), Buffer.from('1'));
+      be.setConsistentIndex(5);
+    });
+    const ran: string[] = [];
+    expect(() =>
+      be.batch(() => {
+        db.putSync(Buffer.from('undone'), Buffer.from('2'));
+        db.removeSync(Buffer.from('kept'));
+        be.setConsistentIndex(6);
+        be.onCommit(() => ran.push('undone'));
+        throw new Error('boom');
+      }),
+    ).toThrow('boom');
+    expect(db.getBinary(Buffer.from('undone'))).toBeUndefined();
+    expect(db.getBinary(Buffer.from('kept'))?.toString()).toBe('1');
+    expect(be.consistentIndex()).toBe(5);
+    expect(ran).toEqual([]);
+    // A throw in the batch that opens the transaction leaves none open.
+    await be.flushed();
+    expect(() =>
+      be.batch(() => {
+        db.putSync(Buffer.from('first'), Buffer.from('3'));
+        throw new Error('boom');
+      }),
+    ).toThrow('boom');
+    expect(db.getBinary(Buffer.from('first'))).toBeUndefined();
+    be.batch(() => db.putSync(Buffer.from('after'), Buffer.from('4')));
+    await be.close();
+    const be2 = Backend.open(p);
+    const db2 = be2.subDb('s');
+    expect(db2.getBinary(Buffer.from('kept'))?.toString()).toBe('1');
+    expect(db2.getBinary(Buffer.from('after'))?.toString()).toBe('4');
+    expect(db2.getBinary(Buffer.from('undone'))).toBeUndefined();
+    expect(db2.getBinary(Buffer.from('first'))).toBeUndefined();
+    expect(be2.consistentIndex()).toBe(5);
+    await be2.close();
+  });
+
+  it('commits the shared transaction at the batch limit, for flushed(), a snapshot, a defragmentation and close', async () => {
+    const p = tmpDb();
+    const be = Backend.open(p, { batchIntervalMs: 10_000, batchLimit: 3, flushIntervalMs: 0 });
+    const db = be.subDb('s');
+    const put = (k: string): void => be.batch(() => db.putSync(Buffer.from(k), Buffer.alloc(300, 1)));
+    put('a');
+    put('b');
+    expect(be.sharedCommitCount()).toBe(0);
+    put('c');
+    expect(be.sharedCommitCount()).toBe(1);
+    put('d');
+    await be.flushed();
+    expect(be.sharedCommitCount()).toBe(2);
+    put('e');
+    const snap = await be.openSnapshot();
+    expect(be.sharedCommitCount()).toBe(3);
+    const chunks: Buffer[] = [];
+    for await (const c of snap.chunks) chunks.push(c);
+    chunks.pop();
+    const copyPath = tmpDb();
+    fs.mkdirSync(path.dirname(copyPath), { recursive: true });
+    fs.writeFileSync(copyPath, Buffer.concat(chunks));
+    const copy = Backend.open(copyPath);
+    expect(copy.subDb('s').getBinary(Buffer.from('e'))?.length).toBe(300);
+    await copy.close();
+    put('f');
+    await be.defragment();
+    expect(db.getBinary(Buffer.from('f'))?.length).toBe(300);
+    put('g');
+    await be.close();
+    const be2 = Backend.open(p);
+    for (const k of ['a', 'd', 'e', 'f', 'g']) expect(be2.subDb('s').getBinary(Buffer.from(k))?.length).toBe(300);
+    await be2.close();
+  });
+
   it('remaps from the background flush once the file has grown by 8 MiB', async () => {
     const p = tmpDb();
     const be = Backend.open(p, { flushIntervalMs: 5 });
