@@ -65,10 +65,11 @@ export interface BackendOptions {
   batchLimit?: number;
 }
 
+/** etcd's --backend-batch-limit default. */
 const DEFAULT_BATCH_LIMIT = 10_000;
-/** Bounds the options: a shared transaction holds its dirty pages in memory until it commits. */
-const MAX_BATCH_INTERVAL_MS = 10_000;
-const MAX_BATCH_LIMIT = 1_000_000;
+/** Bounds of the options: a shared transaction holds its dirty pages in memory until it commits. */
+export const MAX_BATCH_INTERVAL_MS = 10_000;
+export const MAX_BATCH_LIMIT = 1_000_000;
 
 /**
  * The open transaction batches share. `finish` is lmdb-js's own completion of the transaction:
@@ -234,6 +235,7 @@ export class Backend {
       else {
         result = this.durableCommits ? this.env.transactionSync(fn) : this.env.transactionSync(fn, TXN_FLAGS_NO_FSYNC);
         this.committedSeq = this.seq;
+        this.dirty = true;
       }
     } catch (e) {
       // The transaction was aborted: forget what it would have done. (In-memory state that
@@ -244,7 +246,6 @@ export class Backend {
     } finally {
       this.depth = 0;
     }
-    if (this.batchIntervalMs === 0) this.dirty = true;
     this.runAfterCommit();
     if (this.shared !== null && this.shared.batches >= this.batchLimit) this.commitShared();
     return result;
@@ -373,8 +374,8 @@ export class Backend {
     const grownBytes = this.sizeBytes() - this.bytesAtRemap;
     if (grownBytes < REMAP_AFTER_GROWTH_BYTES) return;
     // Under a steady load a shared transaction is nearly always open: commit it early rather
-    // than never remap.
-    if (this.depth === 0) this.commitShared();
+    // than never remap. (Called from a sync's continuation, never inside a batch.)
+    this.commitShared();
     this.releaseMappedPages();
   }
 

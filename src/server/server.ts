@@ -6,7 +6,7 @@ import type * as grpc from '@grpc/grpc-js';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { assertLmdbFile, Backend } from '../backend/backend';
+import { assertLmdbFile, Backend, MAX_BATCH_INTERVAL_MS, MAX_BATCH_LIMIT } from '../backend/backend';
 import { EtcdError, etcdError } from '../errors';
 import { Lessor, MAX_LEASE_TTL_SEC } from '../lease/lessor';
 import { formatGoDurationMs, type LogFields, type Logger } from '../log';
@@ -92,10 +92,6 @@ const LEASE_REVOKES_PER_ROUND = 1_000;
 const LEASE_CHECK_INTERVAL_MS = 500;
 /** etcd's --backend-batch-interval default: how long applied writes may share one LMDB transaction. */
 const DEFAULT_BACKEND_BATCH_INTERVAL_MS = 100;
-/** etcd's --backend-batch-limit default (we count apply batches, etcd counts writes). */
-const DEFAULT_BACKEND_BATCH_LIMIT = 10_000;
-const MAX_BACKEND_BATCH_INTERVAL_MS = 10_000;
-const MAX_BACKEND_BATCH_LIMIT = 1_000_000;
 /** etcd's default --warning-apply-duration. */
 const DEFAULT_WARNING_APPLY_MS = 100;
 /** etcd's readIndexRetryTime. */
@@ -181,11 +177,11 @@ export class EtcdServer implements EtcdServerApi {
     fs.mkdirSync(snapDir, { recursive: true, mode: 0o700 });
     const wal = Wal.open(walDir);
     const haveWal = wal.hasIdentity();
-    // etcd's defaults when the flags are 0 or absent; larger values are held to the backend's
-    // bounds (its open transaction keeps its dirty pages in memory).
+    // etcd's defaults when the flags are 0 or absent (the limit's is the backend's own); larger
+    // values are held to the backend's bounds (its open transaction keeps its dirty pages in memory).
     const backend = Backend.open(path.join(snapDir, 'db'), {
-      batchIntervalMs: Math.min(cfg.backendBatchIntervalMs || DEFAULT_BACKEND_BATCH_INTERVAL_MS, MAX_BACKEND_BATCH_INTERVAL_MS),
-      batchLimit: Math.min(cfg.backendBatchLimit || DEFAULT_BACKEND_BATCH_LIMIT, MAX_BACKEND_BATCH_LIMIT),
+      batchIntervalMs: Math.min(cfg.backendBatchIntervalMs || DEFAULT_BACKEND_BATCH_INTERVAL_MS, MAX_BATCH_INTERVAL_MS),
+      batchLimit: cfg.backendBatchLimit ? Math.min(cfg.backendBatchLimit, MAX_BATCH_LIMIT) : undefined,
     });
     const members = new Members(backend.subDb('members'), backend.subDb('members_removed'));
     const alarms = new Alarms(backend.subDb('alarm'));
