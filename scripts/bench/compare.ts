@@ -4,10 +4,12 @@
 // state), the earlier run's median ratio, p99 medians, and CPU per request ours/etcd.
 //   node dist/scripts/bench/compare.js NEW/results.json [BEFORE/results.json]
 import fs from 'node:fs';
-import { type CaseResult, type Sample, extraLabels, fmt, median, summarize } from './table';
+import { type CaseResult, type FloorFigures, type Sample, extraLabels, fmt, fsyncFloorLines, median, summarize } from './table';
 
 interface Results {
   cases: CaseResult[];
+  /** Absent in results written before the harness measured the floor. */
+  fsyncFloors?: (FloorFigures | null)[];
 }
 
 /** README's wording for the battery's case names. */
@@ -70,6 +72,8 @@ function main(): void {
     const r = row(c, before?.cases.find((b) => b.name === c.name));
     if (r !== null) console.log(r);
   }
+  const floor = fsyncFloorLines(now.cases, now.fsyncFloors ?? []);
+  if (floor.length > 0) console.log(['', ...floor].join('\n\n'));
 }
 
 main();

@@ -13,9 +13,10 @@ import { runLargeStore } from './large_store';
 import { withTimeout } from './latency';
 import { parseToolOutput } from './parse';
 import { readProcs } from './procstat';
+import { measureFsyncFloor, type FsyncFloor } from './fsync_floor';
 import { seedKeys } from './seed';
 import { startCluster, type Cluster, type Launcher } from './servers';
-import { renderCaseTable, renderSummaryTable, fmt, type CaseResult, type Sample, type SystemName } from './table';
+import { fsyncFloorLines, renderCaseTable, renderSummaryTable, fmt, type CaseResult, type Sample, type SystemName } from './table';
 
 /** The tool's progress bars are long; only the tail (where the summary is) is kept. */
 const MAX_TOOL_OUTPUT_BYTES = 256 * 1024;
@@ -319,6 +320,8 @@ async function main(): Promise<number> {
   const results = new Map<string, CaseResult>();
   for (const c of cases) results.set(c.name, { name: c.name, title: c.title, unit: UNIT_NAMES[c.unit], note: c.note, targets: c.targets, etcd: [], ours: [] });
   let ours3mBroken: string | undefined = o.ours3m === 'no' ? 'n/a (not run)' : undefined;
+  /** The disk's fdatasync floor, one measurement per repeat (null where it failed). */
+  const fsyncFloors: (FsyncFloor | null)[] = [];
 
   /** Rewritten after every run, so an interrupted battery still leaves its tables. */
   const writeResults = (): string => {
@@ -338,14 +341,24 @@ async function main(): Promise<number> {
       '',
       renderSummaryTable(all),
       '',
+      ...fsyncFloorLines(all, fsyncFloors).flatMap((line) => [line, '']),
       ...all.map((c) => `${renderCaseTable(c)}\n`),
     ].join('\n');
     fs.writeFileSync(path.join(o.outDir, 'results.md'), md);
-    fs.writeFileSync(path.join(o.outDir, 'results.json'), JSON.stringify({ command, machine, quick: o.quick, repeats: o.repeats, warmups: o.warmups, cases: all }, null, 2));
+    fs.writeFileSync(path.join(o.outDir, 'results.json'), JSON.stringify({ command, machine, quick: o.quick, repeats: o.repeats, warmups: o.warmups, fsyncFloors, cases: all }, null, 2));
     return md;
   };
 
   for (let r = 0; r < o.repeats; r++) {
+    // The floor one client's put is held to; measured per repeat because these VMs' disks drift.
+    try {
+      const f = measureFsyncFloor(o.workDir);
+      fsyncFloors.push(f);
+      process.stderr.write(`[${r + 1}/${o.repeats}] fdatasync floor: p50 ${fmt(f.p50Us)} µs, p99 ${fmt(f.p99Us)} µs\n`);
+    } catch (e) {
+      fsyncFloors.push(null);
+      process.stderr.write(`[${r + 1}/${o.repeats}] fdatasync floor: FAILED: ${(e as Error).message}\n`);
+    }
     for (const [ci, c] of cases.entries()) {
       const res = results.get(c.name);
       assert(res);

@@ -212,3 +212,49 @@ export function renderSummaryTable(cases: readonly CaseResult[]): string {
   }
   return lines.join('\n');
 }
+
+/** The part of an fdatasync floor measurement the tables use (see fsync_floor.ts). */
+export interface FloorFigures {
+  writes: number;
+  recordBytes: number;
+  p50Us: number;
+  p99Us: number;
+}
+
+/** The issue's bound on one client's put: p50 within this many times the fdatasync floor's p50. */
+export const PUT_1C_FLOOR_TARGET = 2;
+
+/**
+ * Lines under the tables: the fdatasync floor of each repeat, and one client's put p50 (case
+ * put-1c) over the floor measured in the same repeat, per system (median and range). Sample i of
+ * a case is repeat i: the battery pushes one sample per repeat and system, failed ones included.
+ */
+export function fsyncFloorLines(cases: readonly CaseResult[], floors: readonly (FloorFigures | null)[]): string[] {
+  const measured = floors.filter((f): f is FloorFigures => f !== null);
+  if (measured.length === 0) return [];
+  const us = (pick: (f: FloorFigures) => number): string => floors.map((f) => (f ? fmt(pick(f)) : 'failed')).join(', ');
+  const first = measured[0]!;
+  const lines = [
+    `fdatasync floor (${first.writes} appends of ${first.recordBytes} B, each followed by fdatasync, in a zero-filled file ` +
+      `beside the data directories), per repeat: p50 ${us((f) => f.p50Us)} µs, p99 ${us((f) => f.p99Us)} µs`,
+  ];
+  const put = cases.find((c) => c.name === 'put-1c');
+  if (!put) return lines;
+  const over = (samples: readonly Sample[]): number[] => {
+    const out: number[] = [];
+    samples.forEach((s, i) => {
+      const f = floors[i];
+      if (s.ok && f && f.p50Us > 0) out.push((s.p50Ms * 1000) / f.p50Us);
+    });
+    return out;
+  };
+  const show = (xs: number[]): string =>
+    xs.length === 0 ? 'n/a' : `${median(xs).toFixed(2)}x (${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)})`;
+  const o = over(put.ours);
+  const verdict = o.length === 0 ? '' : median(o) <= PUT_1C_FLOOR_TARGET ? ': met' : ': NOT met';
+  lines.push(
+    `put-1c p50 over its repeat's fdatasync floor p50: etcd ${show(over(put.etcd))}, ours **${show(o)}** ` +
+      `(target for ours <= ${PUT_1C_FLOOR_TARGET}x${verdict})`,
+  );
+  return lines;
+}

@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { median, ratio, summarize, renderCaseTable, renderSummaryTable, type Sample } from '../../../scripts/bench/table';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fsyncFloorLines, median, ratio, summarize, renderCaseTable, renderSummaryTable, type Sample } from '../../../scripts/bench/table';
+import { measureFsyncFloor } from '../../../scripts/bench/fsync_floor';
 import { parseToolOutput } from '../../../scripts/bench/parse';
 import { selectCases, battery, QUICK } from '../../../scripts/bench/cases';
 
@@ -51,6 +55,41 @@ describe('tables', () => {
     const failedRun = renderCaseTable({ name: 'x', title: 't', unit: 'requests', etcd: [sample(400, 5)], ours: [{ ...sample(0, 0), ok: false, error: 'timeout: no result' }] });
     expect(failedRun).toContain('| requests/s | 400 | failed | n/a |');
     expect(failedRun).toContain('- ours: timeout: no result');
+  });
+});
+
+describe('fdatasync floor', () => {
+  it('times appends each followed by fdatasync, and leaves no file behind', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'fsync-floor-'));
+    try {
+      const f = measureFsyncFloor(dir, 40, 350);
+      expect(f.writes).toBe(40);
+      expect(f.p50Us).toBeGreaterThan(0);
+      expect(f.p99Us).toBeGreaterThanOrEqual(f.p50Us);
+      expect(fs.readdirSync(dir)).toEqual([]);
+      expect(() => measureFsyncFloor(dir, 0)).toThrow();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("holds each repeat's one-client put p50 to that repeat's floor, against the 2x target", () => {
+    const floors = [
+      { writes: 2000, recordBytes: 350, p50Us: 200, p99Us: 400 },
+      { writes: 2000, recordBytes: 350, p50Us: 250, p99Us: 500 },
+      null,
+    ];
+    // p50 is p99 / 4 in sample(): ours 0.45 and 0.6 ms over floors of 200 and 250 µs; the third repeat has no floor.
+    const put = { name: 'put-1c', title: 'put', unit: 'requests', etcd: [sample(900, 3.2), sample(900, 4), sample(900, 4)], ours: [sample(1000, 1.8), sample(1000, 2.4), sample(1000, 1)] };
+    const lines = fsyncFloorLines([put], floors);
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toContain('p50 200, 250, failed µs');
+    expect(lines[1]).toContain('etcd 4.00x (4.00-4.00)');
+    expect(lines[1]).toContain('ours **2.33x (2.25-2.40)**');
+    expect(lines[1]).toContain('NOT met');
+    const fast = { ...put, ours: [sample(1000, 1.2), sample(1000, 1.6)] };
+    expect(fsyncFloorLines([fast], floors)[1]).toContain('ours **1.55x (1.50-1.60)** (target for ours <= 2x: met)');
+    expect(fsyncFloorLines([put], [])).toEqual([]);
   });
 });
 
