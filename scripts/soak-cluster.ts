@@ -24,7 +24,9 @@
 //   node $out/scripts/soak-cluster.js --minutes=10 --seed=42
 // bin/etcd runs this checkout's dist/ (`npx tsc -p tsconfig.json` first). Options: --minutes=10,
 // --seed=<uint32> (default: from the clock, printed), --clients=8, --deadline-ms=5000 (every
-// request), --think-ms=2 (max pause between a client's ops), --counters=4, --keep (keep the output
+// request), --think-ms=2 (max pause between a client's ops), --counters=4, --defrag-ms=5000 (a
+// Defragment of a random running member every 1 s to that, while the clients write; 0: none; writes
+// wait for each copy, so it exercises the applies deferred behind it), --keep (keep the output
 // directory even when every check passes), --member-args='--snapshot-count=1000
 // --snapshot-catchup-entries=200' (extra flags for every member; these make restarted members
 // catch up by snapshot). OURS_BIN=/path/to/bin/etcd runs another build. OURS_BIN=/usr/bin/etcd runs
@@ -56,6 +58,8 @@ interface Options {
   deadlineMs: number;
   thinkMs: number;
   counters: number;
+  /** Longest pause between two Defragment calls on a random running member (0: none). */
+  defragMs: number;
   keep: boolean;
   /** Extra flags for every member, e.g. a small --snapshot-count so restarted members catch up by snapshot. */
   memberArgs: string[];
@@ -72,6 +76,7 @@ function parseArgs(argv: string[]): Options {
     deadlineMs: 5_000,
     thinkMs: 2,
     counters: 4,
+    defragMs: 5_000,
     keep: false,
     memberArgs: [],
   };
@@ -93,6 +98,7 @@ function parseArgs(argv: string[]): Options {
     else if (k === 'deadline-ms') o.deadlineMs = n;
     else if (k === 'think-ms') o.thinkMs = n;
     else if (k === 'counters') o.counters = n;
+    else if (k === 'defrag-ms') o.defragMs = n;
     else throw new Error(`unknown flag ${a}`);
   }
   assert(o.minutes > 0 && o.minutes <= 24 * 60, '--minutes out of range');
@@ -101,6 +107,7 @@ function parseArgs(argv: string[]): Options {
   assert(o.deadlineMs >= 100 && o.deadlineMs <= 60_000, '--deadline-ms out of range');
   assert(o.thinkMs >= 0 && o.thinkMs <= 10_000, '--think-ms out of range');
   assert(Number.isInteger(o.counters) && o.counters > 0 && o.counters <= MAX_COUNTERS, `--counters must be 1..${MAX_COUNTERS}`);
+  assert(o.defragMs === 0 || (o.defragMs >= 1_000 && o.defragMs <= 600_000), '--defrag-ms must be 0 or 1000..600000');
   return o;
 }
 
@@ -1162,12 +1169,14 @@ async function main(): Promise<number> {
   };
   log(`${stamp()} soak: seed ${o.seed}, ${o.minutes} min, ${o.clients} clients, deadline ${o.deadlineMs} ms, think ${o.thinkMs} ms, ${o.counters} counters, server ${bin}, output ${outDir}`);
   const memberArgsFlag = o.memberArgs.length > 0 ? ` '--member-args=${o.memberArgs.join(' ')}'` : '';
-  log(`${stamp()} replay: node ${process.argv[1]} --minutes=${o.minutes} --seed=${o.seed} --clients=${o.clients} --deadline-ms=${o.deadlineMs} --think-ms=${o.thinkMs} --counters=${o.counters}${memberArgsFlag}`);
+  log(`${stamp()} replay: node ${process.argv[1]} --minutes=${o.minutes} --seed=${o.seed} --clients=${o.clients} --deadline-ms=${o.deadlineMs} --think-ms=${o.thinkMs} --counters=${o.counters} --defrag-ms=${o.defragMs}${memberArgsFlag}`);
 
   const master = new Rng(o.seed);
   const faultRng = master.fork();
   const checkRng = master.fork();
   const clientRngs = Array.from({ length: o.clients }, () => master.fork());
+  // Forked last, so the streams above are the same as before this option existed.
+  const defragRng = master.fork();
 
   const cluster = await Cluster.start({
     size: 3,
@@ -1209,6 +1218,28 @@ async function main(): Promise<number> {
     c.run().catch((e: unknown) => findings.add('health', `client c${c.id} crashed (script bug): ${e instanceof Error ? e.stack : String(e)}`)),
   );
 
+  // Defragments while the clients write and the faults run: an answer is counted, not checked
+  // (the member may be killed or stopped under it); the checks after the run judge the data.
+  const defrags = { ok: 0, failed: 0, errors: new Map<string, number>() };
+  const defragging = (async () => {
+    if (o.defragMs === 0) return;
+    while (!shared.stopping.now) {
+      await sleepMs(defragRng.int(1_000, o.defragMs + 1));
+      if (shared.stopping.now) return;
+      const running = cluster.members.filter((m) => m.up());
+      if (running.length === 0) continue;
+      const m = defragRng.pick(running);
+      try {
+        await channels.get(MAX_CLIENTS, m).unary('Maintenance', 'Defragment', {}, 30_000);
+        defrags.ok++;
+      } catch (e) {
+        defrags.failed++;
+        const kind = isRpcError(e) ? `${e.code} ${String(e.details).slice(0, 80)}` : String(e).slice(0, 80);
+        if (defrags.errors.size < 20 || defrags.errors.has(kind)) defrags.errors.set(kind, (defrags.errors.get(kind) ?? 0) + 1);
+      }
+    }
+  })().catch((e: unknown) => findings.add('health', `defragmenter crashed (script bug): ${e instanceof Error ? e.stack : String(e)}`));
+
   const progress = setInterval(() => {
     const down = cluster.members.filter((m) => !m.up()).map((m) => `${m.name}${m.isPaused() ? '(stopped)' : '(down)'}`);
     console.log(`${stamp()} progress: ${stats.line()} | ${faults.summary()} | down ${down.join(',') || 'none'} | violations ${findings.count()}`);
@@ -1220,6 +1251,8 @@ async function main(): Promise<number> {
   shared.stopping.now = true;
   // Each op has a deadline and retries are bounded, so the clients stop within about a minute.
   await withTimeout('clients to stop', Promise.all(runs), 120_000);
+  await withTimeout('the defragmenter to stop', defragging, 120_000);
+  log(`${stamp()} defragments: ${defrags.ok} ok, ${defrags.failed} failed${[...defrags.errors].map(([k, n]) => `; ${n} x ${k}`).join('')}`);
   clearInterval(progress);
   channels.closeAll();
   console.log(`${stamp()} clients stopped: ${stats.line()}`);

@@ -72,6 +72,17 @@ export const MAX_BATCH_INTERVAL_MS = 10_000;
 export const MAX_BATCH_LIMIT = 1_000_000;
 
 /**
+ * Copies a defragmentation makes before it gives up. Writes wait while one is made, so only a
+ * write that could not wait (releaseWrites) spoils a copy.
+ */
+const MAX_DEFRAG_TRIES = 5;
+
+interface WriteHold {
+  released: Promise<void>;
+  release: () => void;
+}
+
+/**
  * The open transaction batches share. `finish` is lmdb-js's own completion of the transaction:
  * transactionSync keeps a transaction open while its callback's result is an unsettled thenable
  * and hands that thenable its continuation; calling it commits, synchronously.
@@ -119,9 +130,14 @@ export class Backend {
   private afterCommit: Array<() => void> = [];
   private ci: number;
   private closed = false;
-  private defragging: Promise<void> | null = null;
+  private defragging: Promise<boolean> | null = null;
   /** True only while an old environment finishes closing during defragment(). */
   private swapping = false;
+  /**
+   * Set while a defragmentation copies the file: no batch may run until it is released (etcd
+   * blocks applies for its defragmentation too). The apply path waits on writesHeld().
+   */
+  private writeHold: WriteHold | null = null;
 
   private readonly durableCommits: boolean;
   private dirty = false;
@@ -218,6 +234,7 @@ export class Backend {
   batch<T>(fn: () => T): T {
     assert(!this.closed, 'backend is closed');
     assert(!this.swapping, 'backend is swapping files after defragment');
+    if (this.writeHold !== null && this.depth === 0) assert.fail('backend write while writes are held for a defragmentation');
     if (this.depth > 0) {
       this.depth++;
       try {
@@ -634,11 +651,12 @@ export class Backend {
   }
 
   /**
-   * Rewrites the file compactly (etcd's Defragment). Sub-database handles stay valid. If
-   * writes keep arriving while the copy is made, gives up after a few tries (the file is
-   * then left as it was, which is still correct).
+   * Rewrites the file compactly (etcd's Defragment). Sub-database handles stay valid. Writes
+   * wait while the copy is made (see writesHeld). Resolves false when it gave up: the backend
+   * closed, or every copy was spoiled by a write that could not wait (the file is then left as
+   * it was, which is still correct).
    */
-  async defragment(): Promise<void> {
+  async defragment(): Promise<boolean> {
     if (this.defragging) return this.defragging;
     this.defragging = this.doDefragment().finally(() => {
       this.defragging = null;
@@ -646,25 +664,58 @@ export class Backend {
     return this.defragging;
   }
 
-  private async doDefragment(): Promise<void> {
-    const MAX_TRIES = 5;
-    for (let attempt = 0; attempt < MAX_TRIES; attempt++) {
-      await this.flushed();
+  /**
+   * A promise while writes are held for a defragmentation (no batch() until it resolves; the
+   * caller re-checks then, as a new hold may have begun), else null.
+   */
+  writesHeld(): Promise<void> | null {
+    return this.writeHold?.released ?? null;
+  }
+
+  /**
+   * Ends a hold before the defragmentation is done, for a write that cannot wait (a membership
+   * change, or too much waiting): that copy is then thrown away and the copy made again.
+   */
+  releaseWrites(): void {
+    const hold = this.writeHold;
+    if (hold === null) return;
+    this.writeHold = null;
+    hold.release();
+  }
+
+  /** Whether the file has defragmented and been swapped; false when it gave up (see doDefragment). */
+  private async doDefragment(): Promise<boolean> {
+    for (let attempt = 0; attempt < MAX_DEFRAG_TRIES; attempt++) {
+      // Writes wait from here to the swap, so the copy is the whole database: with writes going
+      // on beside it (a busy member, or just the shared transaction a write leaves open for up
+      // to the batch interval), a copy made while serving was out of date almost every time.
+      let release!: () => void;
+      const hold: WriteHold = { released: new Promise<void>((r) => (release = r)), release: () => release() };
+      assert(this.writeHold === null, 'two holds on writes');
+      this.writeHold = hold;
       const tmp = `${this.filePath}.defrag`;
-      fs.rmSync(tmp, { force: true });
-      fs.rmSync(`${tmp}-lock`, { force: true });
-      const txnBefore = (this.env.getStats() as LmdbStats).lastTxnId;
-      await this.withEnvUser(() => this.env.backup(tmp, true));
-      if (this.closed) {
+      try {
+        await this.flushed();
         fs.rmSync(tmp, { force: true });
-        return;
+        fs.rmSync(`${tmp}-lock`, { force: true });
+        const txnBefore = (this.env.getStats() as LmdbStats).lastTxnId;
+        await this.withEnvUser(() => this.env.backup(tmp, true));
+        if (this.closed) {
+          fs.rmSync(tmp, { force: true });
+          return false;
+        }
+        // The copy holds everything only if the hold lasted and nothing was written since it
+        // began (asserted by batch(); the transaction id says so too). Checked again right
+        // before the swap, after its wait.
+        const unchanged = (): boolean =>
+          this.writeHold === hold && (this.env.getStats() as LmdbStats).lastTxnId === txnBefore && this.depth === 0 && this.shared === null;
+        if (unchanged() && (await this.swapFile(tmp, unchanged))) return true;
+        fs.rmSync(tmp, { force: true });
+      } finally {
+        if (this.writeHold === hold) this.releaseWrites();
       }
-      // The copy holds everything only if nothing was written since it began: not committed,
-      // nor waiting in a shared transaction. Checked again right before the swap, after its wait.
-      const unchanged = (): boolean => (this.env.getStats() as LmdbStats).lastTxnId === txnBefore && this.depth === 0 && this.shared === null;
-      if (unchanged() && (await this.swapFile(tmp, unchanged))) return;
-      fs.rmSync(tmp, { force: true });
     }
+    return false;
   }
 
   /**

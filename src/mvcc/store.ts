@@ -394,6 +394,12 @@ export class MvccStore {
     for (;;) {
       // Closing stops the work; the persisted intent makes the next start finish it.
       if (this.closed || this.backend.isClosed()) return;
+      // A defragmentation holds writes while it copies the file: wait for it.
+      const held = this.backend.writesHeld();
+      if (held !== null) {
+        await held;
+        continue;
+      }
       const finished = this.backend.batch(() => {
         const keys: Buffer[] = [];
         for (const key of this.kv.getKeys({ start, end, limit: COMPACTION_BATCH_LIMIT })) keys.push(Buffer.from(key));

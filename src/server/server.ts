@@ -88,6 +88,12 @@ const MAX_INBOX = 20_000;
 const MAX_READ_WAITERS = 100_000;
 /** etcd's maxGapBetweenApplyAndCommitIndex. */
 const MAX_APPLY_GAP = 5_000;
+/**
+ * Bounds on committed entries that wait for a defragmentation's copy (above them the copy is
+ * given up and they are applied). The apply gap refuses new proposals well before the count.
+ */
+const MAX_DEFERRED_APPLY_ENTRIES = 50_000;
+const MAX_DEFERRED_APPLY_BYTES = 256 * 1024 * 1024;
 const LEASE_REVOKES_PER_ROUND = 1_000;
 const LEASE_CHECK_INTERVAL_MS = 500;
 /** etcd's --backend-batch-interval default: how long applied writes may share one LMDB transaction. */
@@ -490,6 +496,11 @@ export class EtcdServer implements EtcdServerApi {
     const db = data.subarray(0, data.length - SHA_BYTES);
     const sum = createHash('sha256').update(db).digest();
     if (!sum.equals(data.subarray(data.length - SHA_BYTES))) throw new Error('snapshot database checksum mismatch');
+    // Entries waiting for a defragmentation come before the snapshot: apply them first.
+    if (this.deferredApplies !== null) {
+      this.backend.releaseWrites();
+      this.applyDeferred();
+    }
     this.log.info('applying snapshot', { 'incoming-leader-snapshot-index': snap.metadata.index, 'current-applied-index': this.appliedIndex });
     this.metrics?.server.snapshotApplyInProgress.set(1);
     try {
@@ -591,7 +602,62 @@ export class EtcdServer implements EtcdServerApi {
     }
   }
 
+  /**
+   * Committed entries waiting while a defragmentation holds the backend's writes (etcd's apply
+   * waits for its defragmentation too); applied in order once the hold ends. Null when none wait.
+   */
+  private deferredApplies: Entry[] | null = null;
+  private deferredApplyBytes = 0;
+
   private applyEntries(entries: Entry[]): void {
+    if (this.deferredApplies === null) {
+      const held = this.backend.writesHeld();
+      if (held === null) return this.applyEntriesNow(entries);
+      this.deferredApplies = [];
+      this.deferredApplyBytes = 0;
+      this.applyDeferredAfter(held);
+    }
+    const waiting = this.deferredApplies;
+    let urgent = false;
+    for (const e of entries) {
+      waiting.push(e);
+      this.deferredApplyBytes += e.data.length;
+      // A membership change reaches the Raft core only when applied, and Raft counts votes
+      // and acks by it: it does not wait (etcd's raft loop waits for such an apply too).
+      if (e.type !== EntryType.Normal) urgent = true;
+    }
+    // Proposals past the apply gap are refused as etcd does ("too many requests").
+    if (waiting.length > 0) this.committedIndex = Math.max(this.committedIndex, waiting[waiting.length - 1].index);
+    if (urgent || waiting.length > MAX_DEFERRED_APPLY_ENTRIES || this.deferredApplyBytes > MAX_DEFERRED_APPLY_BYTES) {
+      // The defragmentation's copy is thrown away (it tries again).
+      this.backend.releaseWrites();
+      this.applyDeferred();
+    }
+  }
+
+  private applyDeferredAfter(held: Promise<void>): void {
+    held.then(
+      () => this.applyDeferred(),
+      (e: unknown) => this.fatal(e),
+    );
+  }
+
+  /** Applies the entries that waited for a hold on writes, unless a new hold began. */
+  private applyDeferred(): void {
+    const waiting = this.deferredApplies;
+    if (waiting === null || this.stopped) return;
+    const held = this.backend.writesHeld();
+    if (held !== null) return this.applyDeferredAfter(held);
+    this.deferredApplies = null;
+    this.deferredApplyBytes = 0;
+    try {
+      this.applyEntriesNow(waiting);
+    } catch (e) {
+      this.fatal(e);
+    }
+  }
+
+  private applyEntriesNow(entries: Entry[]): void {
     const results: Array<[string, ApplyResult]> = [];
     // After a restart Raft hands back every entry after its snapshot; the backend already holds
     // the effect of those up to its consistent index. Conf changes among them must still reach
@@ -1200,10 +1266,15 @@ export class EtcdServer implements EtcdServerApi {
     this.log.info('starting defragment');
     const startMs = performance.now();
     this.metrics?.disk.defragInflight.set(1);
+    let done: boolean;
     try {
-      await this.backend.defragment();
+      done = await this.backend.defragment();
     } finally {
       this.metrics?.disk.defragInflight.set(0);
+    }
+    if (!done) {
+      this.log.warn('failed to defragment', { error: 'every copy was overtaken by a write that could not wait' });
+      throw new Error('defragment gave up: every copy was overtaken by a write that could not wait; try again');
     }
     this.metrics?.disk.backendDefragDurationSeconds.observe((performance.now() - startMs) / 1000);
     this.log.info('finished defragment');

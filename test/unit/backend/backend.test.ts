@@ -180,6 +180,48 @@ describe('Backend', () => {
     await be2.close();
   });
 
+  it('holds writes while a defragmentation copies the file, and copies again after a write that could not wait', async () => {
+    const p = tmpDb();
+    const be = Backend.open(p, { batchIntervalMs: 100, flushIntervalMs: 0 });
+    const db = be.subDb('d');
+    be.batch(() => {
+      for (let i = 0; i < 3000; i++) db.putSync(Buffer.from(`k${i}`), Buffer.alloc(500, 1));
+    });
+    be.batch(() => {
+      for (let i = 0; i < 2990; i++) db.removeSync(Buffer.from(`k${i}`));
+    });
+    await be.flushed();
+    const before = be.sizeBytes();
+    // Left open in the shared transaction when the defragmentation starts.
+    be.batch(() => db.putSync(Buffer.from('before'), Buffer.from('b')));
+    expect(be.writesHeld()).toBeNull();
+    const defrag = be.defragment();
+    const held = be.writesHeld();
+    expect(held).not.toBeNull();
+    expect(() => be.batch(() => db.putSync(Buffer.from('early'), Buffer.from('e')))).toThrow(/held for a defragmentation/);
+    await held;
+    expect(await defrag).toBe(true);
+    expect(be.writesHeld()).toBeNull();
+    expect(be.sizeBytes()).toBeLessThan(before / 2);
+    expect(db.getBinary(Buffer.from('before'))?.toString()).toBe('b');
+    expect(db.getBinary(Buffer.from('early'))).toBeUndefined();
+    // A write that cannot wait ends the hold: that copy is thrown away and a new one made.
+    const again = be.defragment();
+    expect(be.writesHeld()).not.toBeNull();
+    be.releaseWrites();
+    expect(be.writesHeld()).toBeNull();
+    be.batch(() => db.putSync(Buffer.from('urgent'), Buffer.from('u')));
+    expect(await again).toBe(true);
+    expect(db.getBinary(Buffer.from('urgent'))?.toString()).toBe('u');
+    be.batch(() => db.putSync(Buffer.from('after'), Buffer.from('a')));
+    await be.close();
+    const be2 = Backend.open(p);
+    const db2 = be2.subDb('d');
+    for (const k of ['before', 'urgent', 'after']) expect(db2.getBinary(Buffer.from(k))?.length).toBe(1);
+    expect(db2.getBinary(Buffer.from('k2995'))?.length).toBe(500);
+    await be2.close();
+  });
+
   it('writes without mapping what it writes; unmaps the pages a read of everything left resident, and keeps every handle and value', async () => {
     const p = tmpDb();
     const be = Backend.open(p, { flushIntervalMs: 0 });
