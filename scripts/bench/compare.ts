@@ -21,6 +21,8 @@ function label(name: string): string {
     return `${m[3] ? '3 members: ' : ''}${what}, ${clients}`;
   }
   const fixed: Record<string, string> = {
+    'put-4k-100c': 'put, 4 KiB values, 100 clients',
+    'put-4k-100c-3m': '3 members: put, 4 KiB values, 100 clients',
     'range-1000keys': 'range of 1000 keys',
     'txn-put': 'txn-put',
     'lease-keepalive': 'lease keepalive',
