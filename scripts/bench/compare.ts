@@ -4,12 +4,13 @@
 // state), the earlier run's median ratio, p99 medians, and CPU per request ours/etcd.
 //   node dist/scripts/bench/compare.js NEW/results.json [BEFORE/results.json]
 import fs from 'node:fs';
-import { type CaseResult, type FloorFigures, type Sample, extraLabels, fmt, fsyncFloorLines, median, summarize } from './table';
+import type { FsyncFloor } from './fsync_floor';
+import { type CaseResult, type Sample, extraLabels, fmt, fsyncFloorLines, median, summarize } from './table';
 
 interface Results {
   cases: CaseResult[];
   /** Absent in results written before the harness measured the floor. */
-  fsyncFloors?: (FloorFigures | null)[];
+  fsyncFloors?: (FsyncFloor | null)[];
 }
 
 /** README's wording for the battery's case names. */

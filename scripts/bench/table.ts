@@ -1,5 +1,6 @@
 // Medians of repeated runs and the markdown tables the benchmark prints (pure: no I/O).
 import assert from 'node:assert';
+import type { FsyncFloor } from './fsync_floor';
 
 export type SystemName = 'etcd' | 'ours';
 
@@ -213,14 +214,6 @@ export function renderSummaryTable(cases: readonly CaseResult[]): string {
   return lines.join('\n');
 }
 
-/** The part of an fdatasync floor measurement the tables use (see fsync_floor.ts). */
-export interface FloorFigures {
-  writes: number;
-  recordBytes: number;
-  p50Us: number;
-  p99Us: number;
-}
-
 /** The issue's bound on one client's put: p50 within this many times the fdatasync floor's p50. */
 export const PUT_1C_FLOOR_TARGET = 2;
 
@@ -229,10 +222,10 @@ export const PUT_1C_FLOOR_TARGET = 2;
  * put-1c) over the floor measured in the same repeat, per system (median and range). Sample i of
  * a case is repeat i: the battery pushes one sample per repeat and system, failed ones included.
  */
-export function fsyncFloorLines(cases: readonly CaseResult[], floors: readonly (FloorFigures | null)[]): string[] {
-  const measured = floors.filter((f): f is FloorFigures => f !== null);
+export function fsyncFloorLines(cases: readonly CaseResult[], floors: readonly (FsyncFloor | null)[]): string[] {
+  const measured = floors.filter((f): f is FsyncFloor => f !== null);
   if (measured.length === 0) return [];
-  const us = (pick: (f: FloorFigures) => number): string => floors.map((f) => (f ? fmt(pick(f)) : 'failed')).join(', ');
+  const us = (pick: (f: FsyncFloor) => number): string => floors.map((f) => (f ? fmt(pick(f)) : 'failed')).join(', ');
   const first = measured[0]!;
   const lines = [
     `fdatasync floor (${first.writes} appends of ${first.recordBytes} B, each followed by fdatasync, in a zero-filled file ` +

@@ -497,10 +497,7 @@ export class EtcdServer implements EtcdServerApi {
     const sum = createHash('sha256').update(db).digest();
     if (!sum.equals(data.subarray(data.length - SHA_BYTES))) throw new Error('snapshot database checksum mismatch');
     // Entries waiting for a defragmentation come before the snapshot: apply them first.
-    if (this.deferredApplies !== null) {
-      this.backend.releaseWrites();
-      this.applyDeferred();
-    }
+    if (this.deferredApplies !== null) this.applyDeferredWithoutWaiting();
     this.log.info('applying snapshot', { 'incoming-leader-snapshot-index': snap.metadata.index, 'current-applied-index': this.appliedIndex });
     this.metrics?.server.snapshotApplyInProgress.set(1);
     try {
@@ -629,10 +626,14 @@ export class EtcdServer implements EtcdServerApi {
     // Proposals past the apply gap are refused as etcd does ("too many requests").
     if (waiting.length > 0) this.committedIndex = Math.max(this.committedIndex, waiting[waiting.length - 1].index);
     if (urgent || waiting.length > MAX_DEFERRED_APPLY_ENTRIES || this.deferredApplyBytes > MAX_DEFERRED_APPLY_BYTES) {
-      // The defragmentation's copy is thrown away (it tries again).
-      this.backend.releaseWrites();
-      this.applyDeferred();
+      this.applyDeferredWithoutWaiting();
     }
+  }
+
+  /** Ends the hold on writes (the defragmentation throws that copy away and tries again) and applies what waited. */
+  private applyDeferredWithoutWaiting(): void {
+    this.backend.releaseWrites();
+    this.applyDeferred();
   }
 
   private applyDeferredAfter(held: Promise<void>): void {
