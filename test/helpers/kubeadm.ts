@@ -278,6 +278,27 @@ export async function startKubeadmCluster(
   makePki: (members: Array<{ name: string; ips: string[] }>) => KubeadmPki,
   readyTimeoutMs = 60_000,
 ): Promise<KubeadmCluster> {
+  // memberSpecs() hands out ports that were free a moment ago; another test's server can take one
+  // before a member binds it. Such a start is retried on fresh ports (bounded); any other failure
+  // is the test's.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startKubeadmClusterOnce(bin, n, style, makePki, readyTimeoutMs);
+    } catch (e) {
+      if (attempt >= MAX_START_ATTEMPTS || !/EADDRINUSE|address already in use/.test((e as Error).message)) throw e;
+    }
+  }
+}
+
+const MAX_START_ATTEMPTS = 3;
+
+async function startKubeadmClusterOnce(
+  bin: string,
+  n: number,
+  style: 'new' | 'old',
+  makePki: (members: Array<{ name: string; ips: string[] }>) => KubeadmPki,
+  readyTimeoutMs: number,
+): Promise<KubeadmCluster> {
   const specs = await memberSpecs(n);
   const pki = makePki(specs.map((s) => ({ name: s.name, ips: [s.ip] })));
   const dirs = specs.map(() => tempDataDir());
