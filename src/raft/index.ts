@@ -2,6 +2,7 @@
 export * from './types';
 export * from './errors';
 export { MemoryStorage } from './storage';
+export type { EntryDataReader } from './storage';
 export type { Storage } from './storage';
 export { encodeConfChange, decodeConfChange } from './confchange';
 export { RawNode } from './raw-node';

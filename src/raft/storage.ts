@@ -6,6 +6,7 @@ import {
   HardState,
   Snapshot,
   emptySnapshot,
+  entrySizeBytes,
   limitSize,
 } from './types';
 
@@ -35,13 +36,40 @@ function cloneConfState(cs: ConfState): ConfState {
 }
 
 /**
+ * Where the data of entries released from memory can be read back (the durable log). It must
+ * return the data of exactly that index and term, or throw: a mismatch is a broken invariant.
+ */
+export interface EntryDataReader {
+  readEntryData(index: number, term: number): Buffer;
+}
+
+/** Stands in for the data of an entry released from memory (compared by identity, never read). */
+const RELEASED: Buffer = Buffer.alloc(0);
+
+/**
  * In-memory Storage. ents[0] is a dummy entry holding the index and term of the last compacted entry
  * (or of the snapshot), so ents[i] sits at raft index ents[0].index + i.
+ *
+ * With an EntryDataReader, applied entries' data can be released (`release`) and is read back when
+ * asked for: the log keeps every entry since the last compaction for slow followers (etcd's
+ * MemoryStorage holds them all in memory, up to snapshot-count entries), but only a lagging
+ * follower ever reads them again.
  */
 export class MemoryStorage implements Storage {
   private hardState: HardState = { term: 0, vote: 0n, commit: 0 };
   private snap: Snapshot = emptySnapshot();
   private ents: Entry[] = [{ term: 0, index: 0, type: 0, data: Buffer.alloc(0) }];
+  /** Entries up to this index hold no data in memory unless their data is empty. */
+  private releasedUpTo = 0;
+  /** Data bytes of the entries held in memory (not released). */
+  private residentBytes = 0;
+
+  constructor(private readonly reader: EntryDataReader | null = null) {}
+
+  /** Data bytes of the log's entries held in memory (for tests and diagnostics). */
+  residentDataBytes(): number {
+    return this.residentBytes;
+  }
 
   initialState(): { hardState: HardState; confState: ConfState } {
     return { hardState: { ...this.hardState }, confState: cloneConfState(this.snap.metadata.confState) };
@@ -56,7 +84,55 @@ export class MemoryStorage implements Storage {
     if (lo <= offset) throw new ErrCompacted();
     if (!(hi <= this.lastIndex() + 1)) assert.fail(`entries' hi(${hi}) is out of bound lastindex(${this.lastIndex()})`);
     if (this.ents.length === 1) throw new ErrUnavailable();
-    return limitSize(this.ents.slice(lo - offset, hi - offset), maxSizeBytes);
+    const out = this.ents.slice(lo - offset, hi - offset);
+    if (lo > this.releasedUpTo) return limitSize(out, maxSizeBytes);
+    // Read back released data only as far as the size limit reaches (at least one entry).
+    const reader = this.reader;
+    assert(reader, 'entries released without a reader');
+    let size = 0;
+    let k = 0;
+    for (; k < out.length; k++) {
+      let e = out[k]!;
+      if (e.data === RELEASED) {
+        const data = reader.readEntryData(e.index, e.term);
+        e = { term: e.term, index: e.index, type: e.type, data };
+        out[k] = e;
+      }
+      size += entrySizeBytes(e);
+      if (k > 0 && size > maxSizeBytes) break;
+    }
+    return k === out.length ? out : out.slice(0, k);
+  }
+
+  /**
+   * Releases the data of entries up to `upTo` (which the caller has applied), oldest first, until at
+   * most `keepBytes` of data stay in memory. Entries are replaced, not changed: one already handed
+   * out keeps its data. Without a reader everything stays in memory.
+   */
+  release(upTo: number, keepBytes: number): void {
+    if (!this.reader) return;
+    const offset = this.ents[0]!.index;
+    const last = Math.min(upTo, this.lastIndex());
+    let i = Math.max(this.releasedUpTo + 1, offset + 1);
+    for (; i <= last && this.residentBytes > keepBytes; i++) {
+      const e = this.ents[i - offset]!;
+      assert(e.data !== RELEASED, `entry ${i} released twice`);
+      if (e.data.length === 0) continue;
+      this.residentBytes -= e.data.length;
+      this.ents[i - offset] = { term: e.term, index: e.index, type: e.type, data: RELEASED };
+    }
+    if (i - 1 > this.releasedUpTo) this.releasedUpTo = i - 1;
+    assert(this.residentBytes >= 0, 'resident entry bytes went negative');
+  }
+
+  /** Data bytes held in memory of ents[from, to). */
+  private residentIn(from: number, to: number): number {
+    let n = 0;
+    for (let k = from; k < to; k++) {
+      const d = this.ents[k]!.data;
+      if (d !== RELEASED) n += d.length;
+    }
+    return n;
   }
 
   term(i: number): number {
@@ -83,6 +159,8 @@ export class MemoryStorage implements Storage {
     if (this.snap.metadata.index >= s.metadata.index) throw new ErrSnapOutOfDate();
     this.snap = s;
     this.ents = [{ term: s.metadata.term, index: s.metadata.index, type: 0, data: Buffer.alloc(0) }];
+    this.releasedUpTo = s.metadata.index;
+    this.residentBytes = 0;
   }
 
   /** Records a snapshot of the state machine as of `index` (which must be applied by the caller). */
@@ -108,7 +186,9 @@ export class MemoryStorage implements Storage {
     assert(compactIndex <= this.lastIndex(), `compact ${compactIndex} is out of bound lastindex(${this.lastIndex()})`);
     const i = compactIndex - offset;
     const dummy: Entry = { term: this.ents[i]!.term, index: this.ents[i]!.index, type: 0, data: Buffer.alloc(0) };
+    this.residentBytes -= this.residentIn(1, i + 1);
     this.ents = [dummy, ...this.ents.slice(i + 1)];
+    if (this.releasedUpTo < compactIndex) this.releasedUpTo = compactIndex;
   }
 
   /** Appends entries, truncating any conflicting suffix; entries must be contiguous with the log. */
@@ -126,7 +206,13 @@ export class MemoryStorage implements Storage {
     if (offset === this.ents.length) {
       for (const e of entries) this.ents.push(e);
     } else {
+      this.residentBytes -= this.residentIn(offset, this.ents.length);
       this.ents = this.ents.slice(0, offset).concat(entries);
+      if (this.releasedUpTo >= entries[0]!.index) this.releasedUpTo = entries[0]!.index - 1;
+    }
+    for (const e of entries) {
+      assert(e.data !== RELEASED, 'appended entry has no data');
+      this.residentBytes += e.data.length;
     }
   }
 }

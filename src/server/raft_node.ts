@@ -53,6 +53,14 @@ const INLINE_SYNC_AFTER_SINGLE_SAVES = 8;
  * a slow disk the hand-off saved is a small part of the wait anyway.
  */
 const INLINE_SYNC_MAX_LAST_SAVE_MS = 2;
+/**
+ * Data of applied Raft log entries kept in memory; older entries' data is released and read back
+ * from the WAL when a lagging follower needs it (MemoryStorage.release). etcd keeps every entry
+ * since its last snapshot in memory: up to snapshot-count (100000) entries, which was 27 MiB of
+ * kube-mix's ~45 MB of live buffers (session 26). A follower that keeps up is sent entries from the
+ * unstable log or from these last few MiB.
+ */
+export const RESIDENT_LOG_BYTES = 4 * 1024 * 1024;
 
 export class RaftNode {
   private readonly inbox: Array<InboxItem | Proposal> = [];
@@ -245,6 +253,7 @@ export class RaftNode {
     if (!sendFirst && rd.messages.length > 0) this.hooks.send(rd.messages);
     if (early < rd.committedEntries.length) this.hooks.applyEntries(early === 0 ? rd.committedEntries : rd.committedEntries.slice(early));
     this.raw.advance(rd);
+    if (rd.committedEntries.length > 0) this.storage.release(rd.committedEntries[rd.committedEntries.length - 1].index, RESIDENT_LOG_BYTES);
     await this.hooks.afterAdvance();
   }
 

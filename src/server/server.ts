@@ -250,7 +250,7 @@ export class EtcdServer implements EtcdServerApi {
     const applier = new Applier({ backend, mvcc, lessor, alarms, members, log, auth: { store: authStore, tokens } });
 
     // Raft storage from the WAL.
-    const storage = new MemoryStorage();
+    const storage = new MemoryStorage(wal);
     const contents = wal.readAll();
     let snapshotIndex = 0;
     if (contents.snapshot) {
@@ -265,6 +265,8 @@ export class EtcdServer implements EtcdServerApi {
     // crash the WAL's commit may trail what was applied; applied entries were committed.
     const hardState = { ...contents.hardState, commit: Math.max(contents.hardState.commit, applied) };
     storage.setHardState(hardState);
+    // Raft hands entries after the snapshot to apply again (applied: snapshotIndex, so that it
+    // replays their membership changes); RaftNode releases their data as it goes.
     if (contents.entries.length > 0) storage.append(contents.entries);
 
     const electionTick = Math.max(2, Math.round(cfg.electionTimeoutMs / cfg.heartbeatIntervalMs));

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Entry, HardState, Snapshot, SnapshotMetadata } from '../raft/types';
 import { decodeHardState, decodeSnapshotMeta, encodeHardState, encodeSnapshotMeta } from './codec';
+import { EntryLocations } from './locations';
 import { migrateLegacyWal } from './legacy';
 import { RECORD_HEADER_BYTES, RecordType, readRecord, sealRecord } from './record';
 import { Syncer } from './syncer';
@@ -23,6 +24,8 @@ const SEGMENT_RE = /^([0-9a-f]{16})-([0-9a-f]{16})\.wal$/;
  * reads as the end of the log (readRecord), and is cut off on open and at a segment's end.
  */
 const PREALLOC_BYTES = 256 * 1024;
+/** What readEntryData reads at a time (a follower's catch-up reads on from one entry to the next). */
+const READ_AHEAD_BYTES = 256 * 1024;
 let zeros: Buffer | null = null;
 
 /** Who this member is; written once when the member is created, and at the head of every segment. */
@@ -85,8 +88,17 @@ function decodeIdentity(b: Buffer): WalIdentity {
   return { memberId: BigInt(raw.memberId), clusterId: BigInt(raw.clusterId), name: raw.name };
 }
 
-/** Records in the order a Ready needs them: snapshot, entries, then the hard state that may commit them. */
-function encodeRecords(hs: HardState | null, entries: Entry[], snap: SnapshotMetadata | null, identity: WalIdentity | null): Buffer {
+/**
+ * Records in the order a Ready needs them: snapshot, entries, then the hard state that may commit them.
+ * `locate` hears where in the buffer each entry's record begins, and its size.
+ */
+function encodeRecords(
+  hs: HardState | null,
+  entries: Entry[],
+  snap: SnapshotMetadata | null,
+  identity: WalIdentity | null,
+  locate?: (index: number, at: number, recordBytes: number) => void,
+): Buffer {
   const idBytes = identity ? encodeIdentity(identity) : null;
   const snapBytes = snap ? encodeSnapshotMeta(snap) : null;
   const hsBytes = hs ? encodeHardState(hs) : null;
@@ -117,6 +129,7 @@ function encodeRecords(hs: HardState | null, entries: Entry[], snap: SnapshotMet
     e.data.copy(buf, p + ENTRY_HEADER_BYTES);
     const len = ENTRY_HEADER_BYTES + e.data.length;
     sealRecord(buf, at, RecordType.Entry, len);
+    locate?.(e.index, at, RECORD_HEADER_BYTES + len);
     at += RECORD_HEADER_BYTES + len;
   }
   if (hsBytes) put(RecordType.HardState, hsBytes);
@@ -173,9 +186,14 @@ class Replay {
   hardState: HardState = { term: 0, vote: 0n, commit: 0 };
   snapshot: SnapshotMetadata | null = null;
   entries: Entry[] = [];
+  /** The segment being read (for `locations`). */
+  seq = 0;
 
   /** `base`: the newest snapshot in the whole log; entries at or below it are history. */
-  constructor(private readonly base: number) {}
+  constructor(
+    private readonly base: number,
+    private readonly locations: EntryLocations | null,
+  ) {}
 
   /** One record of `file` at byte offset `at` (named only in a failure message: built per record, it was a string per entry at start-up). */
   record(type: number, payload: Buffer, file: string, at: number): void {
@@ -212,6 +230,7 @@ class Replay {
           if (e.index <= last) es.length = e.index - first;
         }
         es.push(e);
+        this.locations?.put(e.index, this.seq, at, RECORD_HEADER_BYTES + payload.length);
         return;
       }
       default:
@@ -231,8 +250,11 @@ function scanSegment(buf: Buffer, each: (type: number, payload: Buffer, at: numb
   }
 }
 
-/** Replays the segment files in order into the log's contents (the last one's bytes when already read). */
-function replaySegments(dir: string, segs: Segment[], lastBuf?: Buffer): WalContents {
+/**
+ * Replays the segment files in order into the log's contents (the last one's bytes when already
+ * read), telling `locations` where each live entry is.
+ */
+function replaySegments(dir: string, segs: Segment[], lastBuf?: Buffer, locations: EntryLocations | null = null): WalContents {
   const bufs = segs.map((s, i) => (i === segs.length - 1 && lastBuf ? lastBuf : fs.readFileSync(s.file)));
   // First pass: the newest snapshot decides where the live log starts. It checks the CRCs (open()
   // already checked the last segment's), so the second pass need not.
@@ -246,8 +268,9 @@ function replaySegments(dir: string, segs: Segment[], lastBuf?: Buffer): WalCont
       i === bufs.length - 1 && lastBuf ? lastBuf.length : 0,
     ),
   );
-  const replay = new Replay(base);
+  const replay = new Replay(base, locations);
   for (let i = 0; i < bufs.length; i++) {
+    replay.seq = segs[i].seq;
     const end = scanSegment(bufs[i], (type, payload, at) => replay.record(type, payload, segs[i].file, at), intact[i]);
     // Only the last segment may end in a torn write; an earlier one was complete when the next began.
     if (i < bufs.length - 1) assert.equal(end, bufs[i].length, `WAL segment ${segs[i].file} is damaged at offset ${end}`);
@@ -269,6 +292,10 @@ export class Wal {
   private opened: WalContents | null;
   /** Size of the current segment file: records up to `offset`, zeros after it. */
   private fileBytes: number;
+  /** Where each entry after the last compaction or snapshot was written (readEntryData). */
+  private readonly locations: EntryLocations;
+  /** The last stretch of a segment read by readEntryData: followers catching up read on from there. */
+  private readAhead: { seq: number; at: number; buf: Buffer } | null = null;
 
   private constructor(
     readonly dir: string,
@@ -277,7 +304,9 @@ export class Wal {
     private fd: number,
     private offset: number,
     contents: WalContents | null,
+    locations: EntryLocations,
   ) {
+    this.locations = locations;
     this.opened = contents;
     this.fileBytes = offset;
     this.identity = contents?.identity ?? null;
@@ -317,7 +346,7 @@ export class Wal {
       const file = path.join(dir, segmentName(0, 1));
       const fd = fs.openSync(file, 'w+', 0o600);
       fsyncDir(dir);
-      return new Wal(dir, segmentBytes, [{ seq: 0, firstIndex: 1, file }], fd, 0, null);
+      return new Wal(dir, segmentBytes, [{ seq: 0, firstIndex: 1, file }], fd, 0, null, new EntryLocations());
     }
     const last = segs[segs.length - 1];
     // etcd's own WAL uses the same file names; read as ours it is one long torn tail, and cutting
@@ -338,8 +367,9 @@ export class Wal {
       fs.fsyncSync(fd);
     }
     // An empty only segment: a member whose creation never wrote its identity.
-    const contents = segs.length > 1 || intact > 0 ? replaySegments(dir, segs, buf.subarray(0, intact)) : null;
-    return new Wal(dir, segmentBytes, segs, fd, intact, contents);
+    const locations = new EntryLocations();
+    const contents = segs.length > 1 || intact > 0 ? replaySegments(dir, segs, buf.subarray(0, intact), locations) : null;
+    return new Wal(dir, segmentBytes, segs, fd, intact, contents, locations);
   }
 
   /** Whether this log belongs to a member already (create() completed). */
@@ -378,7 +408,12 @@ export class Wal {
     if (!hardState && entries.length === 0 && !snapshot) return 0;
     assert(this.identity, 'WAL save before create');
     const snapMeta = snapshot ? snapshot.metadata : null;
-    const buf = encodeRecords(hardState, entries, snapMeta, null);
+    // A snapshot from the leader replaces the whole log, as it does in Raft's storage.
+    if (snapMeta) this.locations.reset();
+    // append() writes the buffer at `offset` of the current segment, or fails and stops the member.
+    const base = this.offset;
+    const seq = this.segments[this.segments.length - 1].seq;
+    const buf = encodeRecords(hardState, entries, snapMeta, null, (index, at, recordBytes) => this.locations.put(index, seq, base + at, recordBytes));
     const writeStartMs = performance.now();
     this.append(buf);
     this.lastWriteSeconds = (performance.now() - writeStartMs) / 1000;
@@ -401,6 +436,8 @@ export class Wal {
     this.append(encodeRecords(null, [], snapshot, null));
     this.snapshot = snapshot;
     await this.syncer.sync();
+    this.locations.dropUpTo(index);
+    this.readAhead = null;
     // Segment k holds nothing needed once the next one starts at or below `index`; every segment
     // begins with identity, snapshot and hard state, so the oldest one left is self-contained.
     while (this.segments.length > 1 && this.segments[1].firstIndex <= index) {
@@ -457,6 +494,46 @@ export class Wal {
     this.fileBytes = head.length;
     this.segments.push(seg);
     this.syncer.switchTo(fd, oldFd);
+  }
+
+  /**
+   * The data of entry `index`, read back from its record; the record must hold that index and term.
+   * For the Raft log's released entries: a follower catching up reads on through a segment, so a
+   * read fetches READ_AHEAD_BYTES and serves the next entries from them.
+   */
+  readEntryData(index: number, term: number): Buffer {
+    assert(!this.closed, 'WAL is closed');
+    const loc = this.locations.get(index);
+    if (!loc) assert.fail(`entry ${index} is not in the WAL`);
+    const { seq, at, recordBytes } = loc;
+    let ra = this.readAhead;
+    if (!ra || ra.seq !== seq || at < ra.at || at + recordBytes > ra.at + ra.buf.length) {
+      const seg = this.segments.find((s) => s.seq === seq);
+      if (!seg) assert.fail(`WAL segment ${seq} of entry ${index} is gone`);
+      const current = seg === this.segments[this.segments.length - 1];
+      // Of the segment being written, only what is written so far: zeros follow it.
+      const want = Math.max(recordBytes, Math.min(READ_AHEAD_BYTES, current ? this.offset - at : READ_AHEAD_BYTES));
+      const buf = Buffer.allocUnsafe(want);
+      const fd = current ? this.fd : fs.openSync(seg.file, 'r');
+      let got = 0;
+      try {
+        while (got < want) {
+          const n = fs.readSync(fd, buf, got, want - got, at + got);
+          if (n === 0) break;
+          got += n;
+        }
+      } finally {
+        if (!current) fs.closeSync(fd);
+      }
+      if (got < recordBytes) assert.fail(`WAL segment ${seg.file} ends inside entry ${index} (at ${at})`);
+      ra = { seq, at, buf: buf.subarray(0, got) };
+      this.readAhead = ra;
+    }
+    const r = readRecord(ra.buf, at - ra.at);
+    if (!r || r.type !== RecordType.Entry || r.end !== at - ra.at + recordBytes) assert.fail(`WAL record of entry ${index} does not read back (segment ${seq}, at ${at})`);
+    const e = decodeEntryPayload(r.payload);
+    if (e.index !== index || e.term !== term) assert.fail(`WAL holds entry ${e.index} term ${e.term} where ${index} term ${term} was written`);
+    return e.data;
   }
 
   /** Segment files currently in use (for tests and metrics). */

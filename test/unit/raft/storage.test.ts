@@ -51,4 +51,55 @@ describe('MemoryStorage', () => {
     expect(t.initialState().confState).toEqual(cs);
     expect(() => t.applySnapshot({ data: Buffer.alloc(0), metadata: { index: 4, term: 3, confState: cs } })).toThrow(ErrSnapOutOfDate);
   });
+
+  it('releases applied entries down to a budget and reads them back, as far as the size limit reaches', () => {
+    const reads: number[] = [];
+    const durable = new Map<number, Entry>();
+    const s = new MemoryStorage({
+      readEntryData: (index, term) => {
+        reads.push(index);
+        const e = durable.get(index);
+        if (!e || e.term !== term) throw new Error(`no ${index}/${term}`);
+        return Buffer.from(e.data);
+      },
+    });
+    const ents = [1, 2, 3, 4, 5].map((i) => ({ index: i, term: 1, type: 0, data: Buffer.alloc(100, i) }));
+    ents.push({ index: 6, term: 1, type: 0, data: Buffer.alloc(0) });
+    for (const e of ents) durable.set(e.index, e);
+    s.append(ents);
+    const handedOut = s.entries(1, 2, 1e9)[0]!;
+    expect(s.residentDataBytes()).toBe(500);
+    s.release(4, 250); // entries up to 4 (applied), oldest first, until at most 250 bytes stay
+    expect(s.residentDataBytes()).toBe(200);
+    expect(handedOut.data).toEqual(Buffer.alloc(100, 1));
+    expect(reads).toEqual([]);
+    expect(s.entries(4, 7, 1e9).map((e) => e.data.length)).toEqual([100, 100, 0]);
+    expect(reads).toEqual([]);
+    // A size limit stops the reads too: the second entry passes it and is neither read on nor returned.
+    expect(s.entries(1, 7, 220).map((e) => [e.index, e.data[0]])).toEqual([[1, 1], [2, 2]]);
+    expect(reads).toEqual([1, 2, 3]);
+    reads.length = 0;
+    expect(s.entries(1, 7, 1e9).map((e) => e.data[0] ?? 0)).toEqual([1, 2, 3, 4, 5, 0]);
+    expect(reads).toEqual([1, 2, 3]);
+    // A new leader's overwrite from 3 on: the new entries are in memory, the old released ones gone.
+    const over = [3, 4].map((i) => ({ index: i, term: 2, type: 0, data: Buffer.alloc(50, 9) }));
+    for (const e of over) durable.set(e.index, e);
+    s.append(over);
+    expect(s.residentDataBytes()).toBe(100);
+    reads.length = 0;
+    expect(s.entries(1, 5, 1e9).map((e) => [e.term, e.data.length])).toEqual([[1, 100], [1, 100], [2, 50], [2, 50]]);
+    expect(reads).toEqual([1, 2]);
+    s.compact(3);
+    expect(s.residentDataBytes()).toBe(50);
+    s.release(4, 0);
+    expect(s.residentDataBytes()).toBe(0);
+    expect(s.entries(4, 5, 1e9)[0]!.data).toEqual(Buffer.alloc(50, 9));
+  });
+
+  it('without a reader keeps every entry in memory', () => {
+    const s = storageWith(ent(1, 1, 100), ent(2, 1, 100));
+    s.release(2, 0);
+    expect(s.residentDataBytes()).toBe(200);
+    expect(s.entries(1, 3, 1e9).map((e) => e.data.length)).toEqual([100, 100]);
+  });
 });
