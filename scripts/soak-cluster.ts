@@ -29,7 +29,8 @@
 // wait for each copy, so it exercises the applies deferred behind it), --keep (keep the output
 // directory even when every check passes), --member-args='--snapshot-count=1000
 // --snapshot-catchup-entries=200' (extra flags for every member; these make restarted members
-// catch up by snapshot). OURS_BIN=/path/to/bin/etcd runs another build. OURS_BIN=/usr/bin/etcd runs
+// catch up by snapshot), --member-env=ETCDTS_RAFT_LOG_RESIDENT_BYTES=0 (an environment variable for
+// every member, repeatable; this one makes every catch-up read entries back from the WAL). OURS_BIN=/path/to/bin/etcd runs another build. OURS_BIN=/usr/bin/etcd runs
 // the real etcd, which checks the script's own expectations: etcd 3.4.23 passes every check but one
 // line of check 5, its known bug of answering a progress request for a watcher still catching up
 // (etcd issue 15220, fixed by etcd PR 15237 in later 3.4 and 3.5 releases).
@@ -63,6 +64,8 @@ interface Options {
   keep: boolean;
   /** Extra flags for every member, e.g. a small --snapshot-count so restarted members catch up by snapshot. */
   memberArgs: string[];
+  /** Environment variables for every member (NAME=VALUE), e.g. ETCDTS_RAFT_LOG_RESIDENT_BYTES=0. */
+  memberEnv: Record<string, string>;
 }
 
 const MAX_CLIENTS = 64;
@@ -79,6 +82,7 @@ function parseArgs(argv: string[]): Options {
     defragMs: 5_000,
     keep: false,
     memberArgs: [],
+    memberEnv: {},
   };
   for (const a of argv) {
     if (a === '--keep') {
@@ -87,6 +91,12 @@ function parseArgs(argv: string[]): Options {
     }
     if (a.startsWith('--member-args=')) {
       o.memberArgs = a.slice('--member-args='.length).split(/\s+/).filter((x) => x !== '');
+      continue;
+    }
+    if (a.startsWith('--member-env=')) {
+      const m = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/.exec(a.slice('--member-env='.length));
+      assert(m, `--member-env wants NAME=VALUE: ${a}`);
+      o.memberEnv[m[1]!] = m[2]!;
       continue;
     }
     const [k, v] = a.replace(/^--/, '').split('=') as [string, string | undefined];
@@ -1168,7 +1178,11 @@ async function main(): Promise<number> {
     faultLog.write(line + '\n');
   };
   log(`${stamp()} soak: seed ${o.seed}, ${o.minutes} min, ${o.clients} clients, deadline ${o.deadlineMs} ms, think ${o.thinkMs} ms, ${o.counters} counters, server ${bin}, output ${outDir}`);
-  const memberArgsFlag = o.memberArgs.length > 0 ? ` '--member-args=${o.memberArgs.join(' ')}'` : '';
+  const memberArgsFlag =
+    (o.memberArgs.length > 0 ? ` '--member-args=${o.memberArgs.join(' ')}'` : '') +
+    Object.entries(o.memberEnv)
+      .map(([k, v]) => ` '--member-env=${k}=${v}'`)
+      .join('');
   log(`${stamp()} replay: node ${process.argv[1]} --minutes=${o.minutes} --seed=${o.seed} --clients=${o.clients} --deadline-ms=${o.deadlineMs} --think-ms=${o.thinkMs} --counters=${o.counters} --defrag-ms=${o.defragMs}${memberArgsFlag}`);
 
   const master = new Rng(o.seed);
@@ -1182,6 +1196,7 @@ async function main(): Promise<number> {
     size: 3,
     bin,
     args: o.memberArgs,
+    env: o.memberEnv,
     // Members that are never killed must outlive the run and its checks (the helper's `timeout`).
     lifetimeSec: Math.ceil(o.minutes * 60) + 1_800,
     onLog: (member, chunk) => {

@@ -61,6 +61,22 @@ const INLINE_SYNC_MAX_LAST_SAVE_MS = 2;
  * unstable log or from these last few MiB.
  */
 export const RESIDENT_LOG_BYTES = 4 * 1024 * 1024;
+const MAX_RESIDENT_LOG_BYTES = 1024 * 1024 * 1024;
+
+/**
+ * RESIDENT_LOG_BYTES, or ETCDTS_RAFT_LOG_RESIDENT_BYTES (0..1 GiB): 0 releases every applied entry,
+ * so that every catch-up reads the WAL (the soak and tests use it); more trades memory for
+ * fewer reads of the WAL by slow followers.
+ */
+export function residentLogBytes(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.ETCDTS_RAFT_LOG_RESIDENT_BYTES;
+  if (raw === undefined || raw === '') return RESIDENT_LOG_BYTES;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0 || n > MAX_RESIDENT_LOG_BYTES) {
+    throw new Error(`ETCDTS_RAFT_LOG_RESIDENT_BYTES must be an integer from 0 to ${MAX_RESIDENT_LOG_BYTES}, got ${JSON.stringify(raw)}`);
+  }
+  return n;
+}
 
 export class RaftNode {
   private readonly inbox: Array<InboxItem | Proposal> = [];
@@ -79,7 +95,7 @@ export class RaftNode {
     private readonly storage: MemoryStorage,
     private readonly wal: Wal,
     private readonly hooks: RaftNodeHooks,
-    private readonly opts: { tickMs: number; maxInbox: number; log: Logger },
+    private readonly opts: { tickMs: number; maxInbox: number; log: Logger; residentLogBytes?: number },
   ) {}
 
   start(): void {
@@ -253,7 +269,7 @@ export class RaftNode {
     if (!sendFirst && rd.messages.length > 0) this.hooks.send(rd.messages);
     if (early < rd.committedEntries.length) this.hooks.applyEntries(early === 0 ? rd.committedEntries : rd.committedEntries.slice(early));
     this.raw.advance(rd);
-    if (rd.committedEntries.length > 0) this.storage.release(rd.committedEntries[rd.committedEntries.length - 1].index, RESIDENT_LOG_BYTES);
+    if (rd.committedEntries.length > 0) this.storage.release(rd.committedEntries[rd.committedEntries.length - 1].index, this.opts.residentLogBytes ?? RESIDENT_LOG_BYTES);
     await this.hooks.afterAdvance();
   }
 

@@ -33,7 +33,7 @@ import { Members, type Member } from '../membership/members';
 import { computeClusterId, computeMemberId, idToHex } from '../membership/ids';
 import { IdGenerator } from './idgen';
 import { LeaderClient } from './leader_client';
-import { RaftNode } from './raft_node';
+import { RaftNode, residentLogBytes } from './raft_node';
 import type { CallAuth, EtcdServerApi } from './types';
 import { AuthStore, type AuthInfo } from '../auth/store';
 import { AuthService } from '../auth/service';
@@ -341,7 +341,7 @@ export class EtcdServer implements EtcdServerApi {
         if (synced) m.disk.walFsyncDurationSeconds.observe(Math.max(0, seconds - writeSeconds));
       },
       proposalsWaiting: () => server.proposals.size,
-    }, { tickMs: cfg.heartbeatIntervalMs, maxInbox: MAX_INBOX, log });
+    }, { tickMs: cfg.heartbeatIntervalMs, maxInbox: MAX_INBOX, log, residentLogBytes: residentLogBytes() });
     // Rebuilding the key index read the whole file through LMDB's map: unmap what it left
     // resident before anything is served (100k keys: ~34 MiB).
     backend.releaseMappedPagesAfterStart();

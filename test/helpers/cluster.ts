@@ -37,6 +37,8 @@ export interface MemberHooks {
   lifetimeSec: number;
   /** Every chunk of the member's output and of the start/exit lines logs() holds, as it arrives. */
   onLog: ((member: string, chunk: string) => void) | null;
+  /** Environment variables for the member process (the test's own ETCD* ones are never passed). */
+  env?: Readonly<Record<string, string>>;
 }
 
 export class ClusterMember {
@@ -98,7 +100,7 @@ export class ClusterMember {
 
   private spawnProc(): void {
     this.appendLog(`--- ${new Date().toISOString()} start ${this.bin} ${this.lastArgs.join(' ')}\n`);
-    const p = spawnServer(this.bin, this.lastArgs, this.hooks.lifetimeSec);
+    const p = spawnServer(this.bin, this.lastArgs, this.hooks.lifetimeSec, this.hooks.env);
     p.stdout?.on('data', (c: Buffer) => this.appendLog(c.toString('utf8')));
     p.stderr?.on('data', (c: Buffer) => this.appendLog(c.toString('utf8')));
     p.on('exit', (code, sig) => {
@@ -250,6 +252,8 @@ export interface ClusterOptions {
   namePrefix?: string;
   /** Lifetime of each member process in seconds (default 600; a soak runs longer). */
   lifetimeSec?: number;
+  /** Environment variables for every member, e.g. ETCDTS_RAFT_LOG_RESIDENT_BYTES. */
+  env?: Readonly<Record<string, string>>;
   /** Sees every chunk of every member's output (logs() keeps only the last 4 MiB). */
   onLog?: ((member: string, chunk: string) => void) | null;
   /** Runs for each member before its first launch, e.g. to restore a snapshot into its (empty) data dir. */
@@ -280,6 +284,7 @@ export class Cluster {
       readyTimeoutMs: options.readyTimeoutMs ?? 30_000,
       namePrefix: options.namePrefix ?? 'm',
       lifetimeSec: options.lifetimeSec ?? MAX_LIFETIME_SEC,
+      env: options.env ?? {},
       onLog: options.onLog ?? null,
       beforeLaunch: options.beforeLaunch ?? null,
     };
@@ -327,6 +332,7 @@ export class Cluster {
     return new ClusterMember(name, this.opts.bin, dataDir, clientPort, listenPeerPort, peerUrl, proxy, {
       lifetimeSec: this.opts.lifetimeSec,
       onLog: this.opts.onLog,
+      env: this.opts.env,
     });
   }
 

@@ -2,7 +2,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { EntryType, MemoryStorage, MessageType, RawNode, decodeConfChange, newMessage, type Entry, type Message } from '../../../src/raft';
 import { nopLogger } from '../../../src/log';
-import { RaftNode } from '../../../src/server/raft_node';
+import { RESIDENT_LOG_BYTES, RaftNode, residentLogBytes } from '../../../src/server/raft_node';
 import type { Wal } from '../../../src/wal/wal';
 import { config } from '../raft/helpers';
 
@@ -185,5 +185,17 @@ describe('node loop', () => {
     const saves = wal.saves.slice(before);
     expect(saves.map((s) => s.entries)).toEqual(Array(12).fill(1));
     expect(saves.some((s) => s.inline)).toBe(false);
+  });
+});
+
+describe('resident Raft log bytes', () => {
+  it('is 4 MiB unless ETCDTS_RAFT_LOG_RESIDENT_BYTES says otherwise, and refuses a bad value', () => {
+    expect(residentLogBytes({})).toBe(RESIDENT_LOG_BYTES);
+    expect(RESIDENT_LOG_BYTES).toBe(4 * 1024 * 1024);
+    expect(residentLogBytes({ ETCDTS_RAFT_LOG_RESIDENT_BYTES: '0' })).toBe(0);
+    expect(residentLogBytes({ ETCDTS_RAFT_LOG_RESIDENT_BYTES: '1048576' })).toBe(1048576);
+    for (const bad of ['-1', '1.5', 'abc', String(2 * 1024 * 1024 * 1024)]) {
+      expect(() => residentLogBytes({ ETCDTS_RAFT_LOG_RESIDENT_BYTES: bad })).toThrow(/must be an integer from 0 to 1073741824/);
+    }
   });
 });
