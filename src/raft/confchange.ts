@@ -77,7 +77,7 @@ export function decodeConfChange(b: Buffer): ConfChange {
 // ---- applying a v1 change to the tracker
 
 function cloneTracker(t: ProgressTracker): ProgressTracker {
-  const c = new ProgressTracker(t.maxInflight);
+  const c = new ProgressTracker(t.maxInflight, t.maxInflightBytes);
   c.voters = new Set(t.voters);
   c.learners = new Set(t.learners);
   // Progress objects are shared on purpose: surviving members keep their replication state.
@@ -89,7 +89,7 @@ function cloneTracker(t: ProgressTracker): ProgressTracker {
 function initProgress(t: ProgressTracker, id: bigint, isLearner: boolean, lastIndex: number): void {
   // Next = lastIndex (not +1) lets the leader probe the newcomer right away; it is considered active
   // so that check-quorum does not count it against the leader before it had a chance to answer.
-  const pr = new Progress(Math.max(lastIndex, 1), t.maxInflight, isLearner);
+  const pr = new Progress(Math.max(lastIndex, 1), t.maxInflight, isLearner, t.maxInflightBytes);
   pr.recentActive = true;
   t.progress.set(id, pr);
 }
@@ -144,9 +144,9 @@ export function applySimpleChange(t: ProgressTracker, cc: ConfChange, lastIndex:
 }
 
 /** Builds a tracker from a ConfState (restart, snapshot). Joint states are not supported. */
-export function restoreTracker(maxInflight: number, cs: ConfState, lastIndex: number): ProgressTracker {
+export function restoreTracker(maxInflight: number, cs: ConfState, lastIndex: number, maxInflightBytes = 0): ProgressTracker {
   assert(cs.votersOutgoing.length === 0 && cs.learnersNext.length === 0, 'joint configurations are not supported');
-  const t = new ProgressTracker(maxInflight);
+  const t = new ProgressTracker(maxInflight, maxInflightBytes);
   for (const id of cs.voters) {
     t.voters.add(id);
     initProgress(t, id, false, lastIndex);

@@ -4,20 +4,28 @@ export const ProgressState = { Probe: 0, Replicate: 1, Snapshot: 2 } as const;
 export const ProgressStateName: Record<number, string> = { 0: 'StateProbe', 1: 'StateReplicate', 2: 'StateSnapshot' };
 
 /**
- * Ring buffer of the last indexes of MsgApps in flight to one follower; its capacity is the
- * pipelining bound (maxInflightMsgs).
+ * Ring buffer of the last indexes of MsgApps in flight to one follower, with their entries' bytes;
+ * the pipelining bounds are its capacity (maxInflightMsgs) and, when not 0, maxBytes
+ * (maxInflightBytes: full once the bytes in flight reach it, as etcd-raft's).
  */
 export class Inflights {
   private start = 0;
   private count = 0;
+  private bytes = 0;
   private readonly buffer: number[];
+  private readonly sizes: number[];
 
-  constructor(readonly size: number) {
+  constructor(
+    readonly size: number,
+    readonly maxBytes = 0,
+  ) {
     assert(size > 0, 'inflights size must be positive');
+    assert(Number.isSafeInteger(maxBytes) && maxBytes >= 0, 'inflights byte bound must be a non-negative integer');
     this.buffer = new Array<number>(size).fill(0);
+    this.sizes = new Array<number>(size).fill(0);
   }
 
-  add(inflight: number): void {
+  add(inflight: number, bytes = 0): void {
     assert(!this.full(), 'cannot add into a full inflights');
     const next = (this.start + this.count) % this.size;
     if (this.count > 0) {
@@ -25,7 +33,14 @@ export class Inflights {
       if (!(inflight > prev)) assert.fail(`inflights must increase: ${inflight} after ${prev}`);
     }
     this.buffer[next] = inflight;
+    this.sizes[next] = bytes;
     this.count++;
+    this.bytes += bytes;
+  }
+
+  /** Entry bytes of the messages in flight. */
+  get inflightBytes(): number {
+    return this.bytes;
   }
 
   /** Frees every inflight message whose last index is <= to. */
@@ -33,11 +48,15 @@ export class Inflights {
     if (this.count === 0 || to < this.buffer[this.start]!) return;
     let idx = this.start;
     let i = 0;
+    let freed = 0;
     for (; i < this.count; i++) {
       if (to < this.buffer[idx]!) break;
+      freed += this.sizes[idx]!;
       idx = (idx + 1) % this.size;
     }
     this.count -= i;
+    this.bytes -= freed;
+    assert(this.bytes >= 0, 'inflight bytes went negative');
     this.start = idx;
     if (this.count === 0) this.start = 0;
   }
@@ -48,7 +67,7 @@ export class Inflights {
   }
 
   full(): boolean {
-    return this.count === this.size;
+    return this.count === this.size || (this.maxBytes !== 0 && this.bytes >= this.maxBytes);
   }
 
   get length(): number {
@@ -58,6 +77,7 @@ export class Inflights {
   reset(): void {
     this.count = 0;
     this.start = 0;
+    this.bytes = 0;
   }
 }
 
@@ -77,9 +97,9 @@ export class Progress {
   recentActive = false;
   readonly inflights: Inflights;
 
-  constructor(next: number, maxInflight: number, public isLearner: boolean) {
+  constructor(next: number, maxInflight: number, public isLearner: boolean, maxInflightBytes = 0) {
     this.next = next;
-    this.inflights = new Inflights(maxInflight);
+    this.inflights = new Inflights(maxInflight, maxInflightBytes);
   }
 
   private resetState(state: number): void {

@@ -113,7 +113,7 @@ export class Raft {
     this.readOnly = new ReadOnly(MAX_PENDING_READ_INDEX_REQUESTS);
 
     const { hardState, confState } = c.storage.initialState();
-    this.prs = restoreTracker(c.maxInflightMsgs, confState, this.raftLog.lastIndex());
+    this.prs = restoreTracker(c.maxInflightMsgs, confState, this.raftLog.lastIndex(), c.maxInflightBytes ?? 0);
     const pr = this.prs.progress.get(this.id);
     this.isLearner = pr !== undefined && pr.isLearner;
     if (!isEmptyHardState(hardState)) this.loadState(hardState);
@@ -206,7 +206,7 @@ export class Raft {
       if (pr.state === ProgressState.Replicate) {
         const last = ents[ents.length - 1]!.index;
         pr.optimisticUpdate(last);
-        pr.inflights.add(last);
+        pr.inflights.add(last, payloadSizeBytes(ents));
       } else if (pr.state === ProgressState.Probe) {
         pr.probeSent = true;
       } else {
@@ -859,7 +859,7 @@ export class Raft {
       return false;
     }
     this.raftLog.restore(s);
-    this.prs = restoreTracker(this.prs.maxInflight, cs, this.raftLog.lastIndex());
+    this.prs = restoreTracker(this.prs.maxInflight, cs, this.raftLog.lastIndex(), this.prs.maxInflightBytes);
     const pr = this.prs.progress.get(this.id);
     this.isLearner = pr !== undefined && pr.isLearner;
     return true;

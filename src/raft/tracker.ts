@@ -38,7 +38,10 @@ export class ProgressTracker {
   private sortedIds: readonly bigint[] | null = null;
   private readonly matchScratch: number[] = [];
 
-  constructor(readonly maxInflight: number) {}
+  constructor(
+    readonly maxInflight: number,
+    readonly maxInflightBytes = 0,
+  ) {}
 
   /** Sorted IDs of all members (voters and learners). Shared: callers must not modify it. */
   ids(): readonly bigint[] {

@@ -132,6 +132,11 @@ export interface RaftConfig {
   /** Upper bound of one MsgApp's entries; 0 means one entry per message. */
   maxSizePerMsgBytes: number;
   maxInflightMsgs: number;
+  /**
+   * Bound on the entry bytes of the MsgApps in flight to one follower (etcd-raft's MaxInflightBytes);
+   * 0 or absent means no bound but the message count.
+   */
+  maxInflightBytes?: number;
   /** Bound on the leader's uncommitted log tail; 0 means unbounded. */
   maxUncommittedEntriesSizeBytes: number;
   /** Bound on committed entries per Ready; defaults to maxSizePerMsgBytes (as etcd). */

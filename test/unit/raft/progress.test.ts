@@ -23,6 +23,28 @@ describe('Inflights', () => {
   });
 });
 
+describe('Inflights with a byte bound (etcd-raft MaxInflightBytes)', () => {
+  it('is full once the entry bytes in flight reach the bound, and frees them with their messages', () => {
+    const f = new Inflights(10, 100);
+    f.add(1, 60);
+    expect(f.full()).toBe(false);
+    f.add(2, 50);
+    expect([f.full(), f.inflightBytes]).toEqual([true, 110]);
+    expect(() => f.add(3, 1)).toThrow(/full inflights/);
+    f.freeLE(1);
+    expect([f.full(), f.inflightBytes, f.length]).toEqual([false, 50, 1]);
+    f.add(3, 10);
+    f.freeFirstOne();
+    expect([f.inflightBytes, f.length]).toEqual([10, 1]);
+    f.reset();
+    expect([f.inflightBytes, f.length]).toEqual([0, 0]);
+    // 0: the message count is the only bound.
+    const g = new Inflights(2, 0);
+    g.add(1, 1e9);
+    expect(g.full()).toBe(false);
+  });
+});
+
 describe('Progress', () => {
   it('probe: one message in flight until acknowledged', () => {
     const p = new Progress(5, 4, false);

@@ -129,6 +129,26 @@ describe('log replication (Raft §5.3)', () => {
     expect(pr.state).toBe(ProgressState.Replicate);
   });
 
+  it('the leader stops pipelining to a follower once maxInflightBytes of entries are in flight', () => {
+    const c = new Cluster([1n, 2n, 3n], { maxInflightMsgs: 100, maxInflightBytes: 250 });
+    c.stabilize();
+    c.elect(1n);
+    c.drop = (m) => m.to === 3n || m.from === 3n;
+    const before = c.sent.length;
+    for (let i = 0; i < 10; i++) {
+      c.get(1n).node.propose(Buffer.alloc(100, 97 + i));
+      c.stabilize();
+    }
+    // 100 + 100 + 100 bytes: the third message reaches the bound, the rest wait.
+    const apps = c.sent.slice(before).filter((m) => m.type === MessageType.MsgApp && m.to === 3n && m.entries.length > 0);
+    expect(apps.length).toBe(3);
+    expect(c.get(1n).node.status().progress!.get(3n)!.state).toBe(ProgressState.Replicate);
+    c.drop = () => false;
+    c.tickAll(3);
+    expect(c.appliedData(3n)).toEqual(c.appliedData(1n));
+    expect(c.appliedData(3n).length).toBe(10);
+  });
+
   it('a probing follower gets one MsgApp per heartbeat until it answers', () => {
     const c = new Cluster([1n, 2n, 3n]);
     c.stabilize();
