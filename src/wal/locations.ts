@@ -69,7 +69,7 @@ export class EntryLocations {
     this.first += n;
   }
 
-  /** Number of entries located (for tests). */
+  /** Number of entries located. */
   size(): number {
     return this.count;
   }
