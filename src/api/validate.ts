@@ -105,6 +105,13 @@ interface OverlapSets {
 }
 
 /** Throws DuplicateKey when a txn branch writes a key twice or puts a key it deletes. */
+/** A key as a latin1 string (one char per byte), without copying its bytes first. */
+function keyString(key: Buffer | Uint8Array | null | undefined): string {
+  if (!key) return '';
+  const buf = Buffer.isBuffer(key) ? key : Buffer.from(key.buffer, key.byteOffset, key.byteLength);
+  return buf.toString('latin1');
+}
+
 export function checkIntervals(reqs: pb.RequestOp[]): OverlapSets {
   const dels: Interval[] = [];
   for (const req of reqs) {
@@ -113,7 +120,9 @@ export function checkIntervals(reqs: pb.RequestOp[]): OverlapSets {
     const key = Buffer.from(d.key ?? Buffer.alloc(0));
     dels.push(isEmpty(d.rangeEnd) ? pointInterval(key) : { begin: key, end: Buffer.from(d.rangeEnd) });
   }
+  // Most transactions delete nothing: no key is turned back into bytes for them.
   const intersects = (k: string): boolean => {
+    if (dels.length === 0) return false;
     const key = Buffer.from(k, 'latin1');
     return dels.some((iv) => containsKey(iv, key));
   };
@@ -141,7 +150,7 @@ export function checkIntervals(reqs: pb.RequestOp[]): OverlapSets {
   for (const req of reqs) {
     const p = req.requestPut;
     if (!p) continue;
-    const k = Buffer.from(p.key ?? Buffer.alloc(0)).toString('latin1');
+    const k = keyString(p.key);
     if (puts.has(k) || intersects(k)) throw etcdError('DuplicateKey');
     puts.add(k);
   }
