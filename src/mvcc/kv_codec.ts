@@ -46,40 +46,50 @@ function leaseToUnsigned(lease: bigint): bigint {
 }
 
 export function encodeKeyValue(kv: KeyValue): Buffer {
-  assert(Number.isSafeInteger(kv.createRevision) && kv.createRevision >= 0);
-  assert(Number.isSafeInteger(kv.modRevision) && kv.modRevision >= 0);
-  assert(Number.isSafeInteger(kv.version) && kv.version >= 0);
-  const lease = leaseToUnsigned(kv.lease);
+  return encodeFields(kv.key, kv.createRevision, kv.modRevision, kv.version, kv.value, kv.lease);
+}
+
+/** Where encodeFields wrote the key's and the value's bytes (module state: it is never re-entered). */
+let encodedKeyStart = 0;
+let encodedValueStart = 0;
+
+function encodeFields(key: Buffer, createRevision: number, modRevision: number, version: number, value: Buffer, leaseId: bigint): Buffer {
+  assert(Number.isSafeInteger(createRevision) && createRevision >= 0);
+  assert(Number.isSafeInteger(modRevision) && modRevision >= 0);
+  assert(Number.isSafeInteger(version) && version >= 0);
+  const lease = leaseToUnsigned(leaseId);
   let size = 0;
-  if (kv.key.length > 0) size += 1 + numVarintLen(kv.key.length) + kv.key.length;
-  if (kv.createRevision !== 0) size += 1 + numVarintLen(kv.createRevision);
-  if (kv.modRevision !== 0) size += 1 + numVarintLen(kv.modRevision);
-  if (kv.version !== 0) size += 1 + numVarintLen(kv.version);
-  if (kv.value.length > 0) size += 1 + numVarintLen(kv.value.length) + kv.value.length;
+  if (key.length > 0) size += 1 + numVarintLen(key.length) + key.length;
+  if (createRevision !== 0) size += 1 + numVarintLen(createRevision);
+  if (modRevision !== 0) size += 1 + numVarintLen(modRevision);
+  if (version !== 0) size += 1 + numVarintLen(version);
+  if (value.length > 0) size += 1 + numVarintLen(value.length) + value.length;
   if (lease !== 0n) size += 1 + varintLen(lease);
   const buf = Buffer.allocUnsafe(size);
   let p = 0;
-  if (kv.key.length > 0) {
+  if (key.length > 0) {
     buf[p++] = 0x0a;
-    p = writeNumVarint(buf, p, kv.key.length);
-    p += kv.key.copy(buf, p);
+    p = writeNumVarint(buf, p, key.length);
+    encodedKeyStart = p;
+    p += key.copy(buf, p);
   }
-  if (kv.createRevision !== 0) {
+  if (createRevision !== 0) {
     buf[p++] = 0x10;
-    p = writeNumVarint(buf, p, kv.createRevision);
+    p = writeNumVarint(buf, p, createRevision);
   }
-  if (kv.modRevision !== 0) {
+  if (modRevision !== 0) {
     buf[p++] = 0x18;
-    p = writeNumVarint(buf, p, kv.modRevision);
+    p = writeNumVarint(buf, p, modRevision);
   }
-  if (kv.version !== 0) {
+  if (version !== 0) {
     buf[p++] = 0x20;
-    p = writeNumVarint(buf, p, kv.version);
+    p = writeNumVarint(buf, p, version);
   }
-  if (kv.value.length > 0) {
+  if (value.length > 0) {
     buf[p++] = 0x2a;
-    p = writeNumVarint(buf, p, kv.value.length);
-    p += kv.value.copy(buf, p);
+    p = writeNumVarint(buf, p, value.length);
+    encodedValueStart = p;
+    p += value.copy(buf, p);
   }
   if (lease !== 0n) {
     buf[p++] = 0x30;
@@ -87,6 +97,32 @@ export function encodeKeyValue(kv: KeyValue): Buffer {
   }
   assert(p === size);
   return buf;
+}
+
+/**
+ * encodeKeyValue's record for these fields, and the KeyValue it stores with key and value as
+ * views into that record: one allocation and one copy of each for a put, instead of a copy of
+ * the key and of the value (so that the KeyValue does not hold the request's buffers) and then
+ * the record. The KeyValue carries the record (storedRecord), so a watch event or a prev_kv
+ * built from it is sent as those bytes.
+ */
+export function encodeStoredKeyValue(
+  key: Buffer,
+  createRevision: number,
+  modRevision: number,
+  version: number,
+  value: Buffer,
+  lease: bigint,
+): { kv: KeyValue; record: Buffer } {
+  // An empty key or a zero field would not be canonical: decodeKeyValue would not hand the record out either.
+  if (key.length === 0 || createRevision === 0 || modRevision === 0 || version === 0) {
+    const kv = { key: Buffer.from(key), createRevision, modRevision, version, value: Buffer.from(value), lease };
+    return { kv, record: encodeKeyValue(kv) };
+  }
+  const record = encodeFields(key, createRevision, modRevision, version, value, lease);
+  const keyView = record.subarray(encodedKeyStart, encodedKeyStart + key.length);
+  const valueView = value.length > 0 ? record.subarray(encodedValueStart, encodedValueStart + value.length) : EMPTY;
+  return { kv: new StoredKeyValue(keyView, createRevision, modRevision, version, valueView, lease, record), record };
 }
 
 /** Shared empty buffer for absent fields (never written to). */

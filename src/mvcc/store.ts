@@ -5,7 +5,7 @@ import type { Backend, SubDb } from '../backend/backend';
 import { Crc32c } from '../backend/crc32c';
 import { etcdError } from '../errors';
 import { KeyIndex } from './key_index';
-import { decodeKeyValue, encodeKeyValue } from './kv_codec';
+import { decodeKeyValue, encodeKeyValue, encodeStoredKeyValue } from './kv_codec';
 import { bytesToRev, isTombstoneKey, revId, revToBytes, REV_BYTES } from './revision';
 import { TreeIndex, type RangeEnd } from './tree_index';
 import { EventType, type KeyValue, type MvccEvent } from './types';
@@ -296,15 +296,10 @@ export class MvccStore {
     const ki = this.index.keyIndex(keyStr);
     const prev = ki ? ki.get(rev) : null;
     const prevKv = prev ? this.readRecord(prev.modMain, prev.modSub) : null;
-    const kv: KeyValue = {
-      key: Buffer.from(key),
-      createRevision: prev ? prev.createdMain : rev,
-      modRevision: rev,
-      version: prev ? prev.ver + 1 : 1,
-      value: Buffer.from(value),
-      lease,
-    };
-    appendKeyRecord(this.kv, revToBytes(rev, sub), encodeKeyValue(kv));
+    // The KeyValue's key and value are views into the record it is stored as: it holds none of
+    // the request's buffers.
+    const { kv, record } = encodeStoredKeyValue(key, prev ? prev.createdMain : rev, rev, prev ? prev.ver + 1 : 1, value, lease);
+    appendKeyRecord(this.kv, revToBytes(rev, sub), record);
     this.index.put(keyStr, rev, sub, ki);
     this.ops.puts++;
     this.ops.putBytes += key.length + value.length;

@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { applyDeleteRange, applyPut, applyRange, applyRangeForWire, applyTxn } from '../../../src/apply/kv';
 import { toPbKv } from '../../../src/apply/kv_convert';
-import { decodeKeyValue, encodeKeyValue, storedRecord } from '../../../src/mvcc/kv_codec';
+import { decodeKeyValue, encodeKeyValue, encodeStoredKeyValue, storedRecord } from '../../../src/mvcc/kv_codec';
 import type { KeyValue } from '../../../src/mvcc/types';
 import { decodeMessage } from '../../../src/pb/internal';
 import { encodeRangeResponse, encodeTxnResponse, encodePutResponse, encodeDeleteRangeResponse, keyValueFromRecord, keyValueRecord } from '../../../src/pb/kv_wire';
@@ -76,6 +76,52 @@ describe('stored KeyValue records', () => {
       expect(fast.equals(encodeRangeResponse(plain(resp)))).toBe(true);
       const back = decodeMessage('etcdserverpb.RangeResponse', fast);
       expect(same(back.kvs[1], p)).toBe(true);
+    }
+  });
+
+  it("a put's KeyValue is a view of the record it is stored as, and shares no memory with the request", () => {
+    const r = mulberry32(20261203);
+    for (let i = 0; i < 600; i++) {
+      const want = randomKv(r);
+      want.createRevision = Math.max(1, want.createRevision);
+      want.modRevision = Math.max(1, want.modRevision);
+      want.version = Math.max(1, want.version);
+      const key = Buffer.from(want.key);
+      const value = Buffer.from(want.value);
+      const { kv, record } = encodeStoredKeyValue(key, want.createRevision, want.modRevision, want.version, value, want.lease);
+      expect(same(kv, want)).toBe(true);
+      expect(record.equals(encodeKeyValue(want))).toBe(true);
+      expect(storedRecord(kv)).toBe(record);
+      expect(same(decodeKeyValue(record), want)).toBe(true);
+      // The request's buffers may be reused once the put is applied: the KeyValue must not see it.
+      key.fill(0xee);
+      value.fill(0xee);
+      expect(same(kv, want)).toBe(true);
+      const p = toPbKv(kv);
+      expect(keyValueRecord(p)).toBe(record);
+      const resp: pb.RangeResponse = { header: HEADER, kvs: [p], more: false, count: '1' };
+      expect(encodeRangeResponse(resp).equals(encodeRangeResponse(plain(resp)))).toBe(true);
+    }
+  });
+
+  it('a put through the store answers prev_kv, events and reads with the bytes it wrote, whatever happens to the request after', async () => {
+    const s = openStore();
+    try {
+      const key = b('k');
+      const value = Buffer.from('v1');
+      const events = write(s, (t) => t.put(key, value, 0n));
+      key.fill(0x21);
+      value.fill(0x21);
+      expect(events[0].kv.key.toString()).toBe('k');
+      expect(events[0].kv.value.toString()).toBe('v1');
+      let prev: KeyValue | null = null;
+      write(s, (t) => {
+        prev = t.put(b('k'), b('v2'), 0n).prevKv;
+      });
+      expect(prev!.value.toString()).toBe('v1');
+      expect(s.store.range(b('k'), null).kvs[0].value.toString()).toBe('v2');
+    } finally {
+      await closeStore(s);
     }
   });
 
