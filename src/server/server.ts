@@ -13,6 +13,7 @@ import { formatGoDurationMs, type LogFields, type Logger } from '../log';
 import type { EtcdMetrics } from '../metrics';
 import { MvccStore } from '../mvcc/store';
 import { decodeInternalRequest, encodeInternalRequest } from '../pb/internal';
+import { defaultWarmUpDir, warmUpWritePath, WARM_UP_DEFAULTS } from './warmup';
 import type * as pb from '../pb/types';
 import { ConfChangeType, EntryType, MemoryStorage, RawNode, StateType, decodeConfChange } from '../raft';
 import type { ConfChange, Entry, Message, ReadState, Snapshot, SoftState } from '../raft';
@@ -241,6 +242,11 @@ export class EtcdServer implements EtcdServerApi {
       });
     }
 
+    // Before anything serves: a fresh process's first writes run in V8's interpreter (see warmup.ts).
+    if (process.env.ETCDTS_WARM_UP !== '0') {
+      const w = await warmUpWritePath({ tmpDir: defaultWarmUpDir(), ...WARM_UP_DEFAULTS, log });
+      if (w) log.debug('warmed up the write path on a scratch store', { puts: w.puts, took: `${w.ms.toFixed(1)}ms` });
+    }
     const mvcc = new MvccStore(backend);
     const lessor = new Lessor({
       db: backend.subDb('lease'),

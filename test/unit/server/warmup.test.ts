@@ -1,0 +1,46 @@
+// The warm-up before serving runs the write path on a scratch store of its own: it must leave
+// nothing behind, and a failure must cost only the warm-up, never the start.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../../src/log';
+import { warmUpWritePath, WARM_UP_DEFAULTS } from '../../../src/server/warmup';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+function capturingLogger(): { log: ReturnType<typeof createLogger>; lines: string[] } {
+  const lines: string[] = [];
+  const sink = { write: (s: string) => void lines.push(s), writeSync: (s: string) => void lines.push(s) };
+  return { log: createLogger({ sinks: [sink], level: 'debug', sampling: false }), lines };
+}
+
+describe('warm-up of the write path', () => {
+  it('applies its puts on a scratch store and removes it', async () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'warmup-test-'));
+    dirs.push(tmp);
+    const { log, lines } = capturingLogger();
+    const r = await warmUpWritePath({ tmpDir: tmp, ...WARM_UP_DEFAULTS, log });
+    expect(r).not.toBeNull();
+    expect(r!.puts).toBe(WARM_UP_DEFAULTS.txns * (WARM_UP_DEFAULTS.putsPerTxn + 1));
+    expect(fs.readdirSync(tmp)).toEqual([]);
+    log.flush();
+    expect(lines.filter((l) => l.includes('"level":"warn"'))).toEqual([]);
+  });
+
+  it('a directory it cannot write costs the warm-up only, with a warning', async () => {
+    const { log, lines } = capturingLogger();
+    const r = await warmUpWritePath({ tmpDir: '/nonexistent/warm-up-dir', ...WARM_UP_DEFAULTS, log });
+    expect(r).toBeNull();
+    log.flush();
+    expect(lines.some((l) => l.includes('skipped the warm-up of the write path') && l.includes('ENOENT'))).toBe(true);
+  });
+
+  it('holds the warm-up to its bound', async () => {
+    const { log } = capturingLogger();
+    await expect(warmUpWritePath({ tmpDir: os.tmpdir(), txns: 1000, putsPerTxn: 100, valueBytes: 8, log })).rejects.toThrow(/out of bounds/);
+  });
+});
