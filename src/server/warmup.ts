@@ -82,7 +82,8 @@ export async function warmUpWritePath(opts: WarmUpOptions): Promise<WarmUpResult
   let dir: string | null = null;
   let backend: Backend | null = null;
   try {
-    dir = fs.mkdtempSync(path.join(opts.tmpDir, 'etcd-ts-warm-up-'));
+    removeStaleScratch(opts.tmpDir, opts.log);
+    dir = fs.mkdtempSync(path.join(opts.tmpDir, `${SCRATCH_PREFIX}${process.pid}-`));
     backend = Backend.open(path.join(dir, 'db'), { batchIntervalMs: 100, flushIntervalMs: 0 });
     const written = writeOnScratch(backend, opts);
     assert(written === puts, `warm-up wrote ${written} keys, meant ${puts}`);
@@ -98,6 +99,35 @@ export async function warmUpWritePath(opts: WarmUpOptions): Promise<WarmUpResult
     } catch (e) {
       opts.log.warn('failed to remove the warm-up store', { path: dir ?? '', error: String(e) });
     }
+  }
+}
+
+const SCRATCH_PREFIX = 'etcd-ts-warm-up-';
+const SCRATCH_NAME = /^etcd-ts-warm-up-(\d+)-/;
+/** Stale scratch directories removed per start (a member killed during its warm-up leaves one). */
+const MAX_STALE_REMOVED = 16;
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Scratch directories of processes that are gone: a member killed while it warmed up. */
+function removeStaleScratch(tmpDir: string, log: Logger): void {
+  let removed = 0;
+  for (const name of fs.readdirSync(tmpDir)) {
+    if (removed >= MAX_STALE_REMOVED) return;
+    const m = SCRATCH_NAME.exec(name);
+    if (!m) continue;
+    const pid = Number(m[1]);
+    if (pid === process.pid || processAlive(pid)) continue;
+    fs.rmSync(path.join(tmpDir, name), { recursive: true, force: true });
+    removed++;
+    log.debug('removed the warm-up store of a process that is gone', { path: path.join(tmpDir, name) });
   }
 }
 

@@ -44,3 +44,21 @@ describe('warm-up of the write path', () => {
     await expect(warmUpWritePath({ tmpDir: os.tmpdir(), txns: 1000, putsPerTxn: 100, valueBytes: 8, log })).rejects.toThrow(/out of bounds/);
   });
 });
+
+describe('warm-up scratch directories', () => {
+  it('removes the scratch store of a process that is gone and leaves a live one alone', async () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'warmup-test-'));
+    dirs.push(tmp);
+    // A pid above the kernel's limit is never alive; our parent's is.
+    const gone = path.join(tmp, 'etcd-ts-warm-up-4194305-abc123');
+    const live = path.join(tmp, `etcd-ts-warm-up-${process.ppid}-def456`);
+    const other = path.join(tmp, 'unrelated-4194305');
+    for (const d of [gone, live, other]) {
+      fs.mkdirSync(d);
+      fs.writeFileSync(path.join(d, 'db'), 'x');
+    }
+    const { log } = capturingLogger();
+    expect(await warmUpWritePath({ tmpDir: tmp, ...WARM_UP_DEFAULTS, log })).not.toBeNull();
+    expect(fs.readdirSync(tmp).sort()).toEqual([path.basename(live), path.basename(other)].sort());
+  });
+});
