@@ -66,6 +66,9 @@ function wire(obj: object, size: (o: Obj) => number, write: (w: Writer, o: Obj) 
   return w.buf;
 }
 
+/** Keys in scattered order (a prime stride), as clients write them: inserts land inside the index's nodes, not at its end. */
+const KEY_STRIDE = 7919;
+
 function warmKey(i: number): Buffer {
   return Buffer.from(`/warm-up/${String(i).padStart(6, '0')}`);
 }
@@ -164,7 +167,7 @@ function writeOnScratch(backend: Backend, opts: WarmUpOptions): number {
   for (let t = 0; t < opts.txns; t++) {
     const success: pb.RequestOp[] = [];
     for (let j = 0; j < opts.putsPerTxn; j++) {
-      success.push({ requestPut: { key: warmKey((t * opts.putsPerTxn + j) % keys), value } } as pb.RequestOp);
+      success.push({ requestPut: { key: warmKey(((t * opts.putsPerTxn + j) * KEY_STRIDE) % keys), value } } as pb.RequestOp);
     }
     const txn = decodeTxnRequest(wire({ compare: [], success, failure: [] }, txnRequestSize, writeTxnRequest));
     const txnResp = apply({ txn } as pb.InternalRaftRequest) as pb.TxnResponse;
