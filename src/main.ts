@@ -159,6 +159,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   const http2Options = {
     keepaliveIntervalMs: c.grpcKeepAliveIntervalMs,
     keepaliveTimeoutMs: c.grpcKeepAliveTimeoutMs,
+    keepaliveMinTimeMs: c.grpcKeepAliveMinTimeMs,
     maxConcurrentStreams: c.maxConcurrentStreams > 0 && c.maxConcurrentStreams < 2 ** 31 ? c.maxConcurrentStreams : undefined,
   };
   const grpc = createGrpcServer(server, log, { ...http2Options, metrics });

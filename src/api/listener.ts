@@ -10,7 +10,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { grpcStreamEntry } from '../grpcjs/stream_hook';
-import { H2Connection, type IncomingHeaders } from '../h2/connection';
+import { H2Connection, type IncomingHeaders, type PingPolicy } from '../h2/connection';
 import type { H2Stream } from '../h2/stream';
 import { PREFACE } from '../h2/frames';
 import { admitVerifiedPeer, logRejected, serverTlsOptions, type TlsMaterial } from '../tls';
@@ -47,6 +47,20 @@ export interface ClientHttp2Options {
   maxConcurrentStreams?: number;
   keepaliveIntervalMs?: number;
   keepaliveTimeoutMs?: number;
+  /**
+   * --grpc-keepalive-min-time: a client that PINGs more often (or at all with no stream open) is
+   * sent away with GOAWAY ENHANCE_YOUR_CALM "too_many_pings" after MAX_PING_STRIKES, as etcd's
+   * grpc-go server does. 0 is grpc-go's default for it, 5 minutes.
+   */
+  keepaliveMinTimeMs?: number;
+}
+
+/** grpc-go's defaultKeepalivePolicyMinTime, what etcd's server gets when --grpc-keepalive-min-time is 0. */
+const DEFAULT_KEEPALIVE_MIN_TIME_MS = 5 * 60 * 1000;
+
+function pingPolicyOf(o: ClientHttp2Options | undefined): PingPolicy | undefined {
+  if (o?.keepaliveMinTimeMs === undefined) return undefined;
+  return { minTimeMs: o.keepaliveMinTimeMs > 0 ? o.keepaliveMinTimeMs : DEFAULT_KEEPALIVE_MIN_TIME_MS, permitWithoutStream: false };
 }
 
 /**
@@ -122,6 +136,7 @@ export async function listenClientUrls(
       maxConcurrentStreams: opts.http2?.maxConcurrentStreams,
       keepaliveIntervalMs: opts.http2?.keepaliveIntervalMs,
       keepaliveTimeoutMs: opts.http2?.keepaliveTimeoutMs,
+      pingPolicy: pingPolicyOf(opts.http2),
       onProtocolError: (message) => log.debug('client HTTP/2 protocol error', { error: message }),
     });
     conn.feed(head);

@@ -45,11 +45,30 @@ export interface H2ConnectionOptions {
   keepaliveIntervalMs?: number;
   /** How long a keepalive PING may go unanswered before the connection is dropped. */
   keepaliveTimeoutMs?: number;
+  /**
+   * grpc-go's keepalive enforcement, as etcd configures it (--grpc-keepalive-min-time, pings
+   * without an open stream not permitted): absent, every PING is answered and nothing else.
+   */
+  pingPolicy?: PingPolicy;
   /** Called once when the connection has ended, for whatever reason. */
   onClose?: (err: Error | undefined) => void;
   /** Connection-level protocol problems, for a debug log. */
   onProtocolError?: (message: string) => void;
 }
+
+export interface PingPolicy {
+  /** Shortest gap between a client's PINGs while it has streams open. */
+  minTimeMs: number;
+  /** Whether PINGs are expected with no stream open (else the gap is PING_GAP_WITHOUT_STREAMS_MS). */
+  permitWithoutStream: boolean;
+}
+
+/** grpc-go: PINGs too soon (a strike each) tolerated before the connection is sent away. */
+export const MAX_PING_STRIKES = 2;
+/** grpc-go's defaultPingTimeout: the gap expected between PINGs with no stream open when those are not permitted. */
+export const PING_GAP_WITHOUT_STREAMS_MS = 2 * 60 * 60 * 1000;
+/** The GOAWAY's debug data, which grpc-go and grpc-js clients read to back their keepalive off. */
+export const TOO_MANY_PINGS = 'too_many_pings';
 
 /** Receive window we give each stream (SETTINGS_INITIAL_WINDOW_SIZE): a whole 1.5 MiB request in flight. */
 export const STREAM_WINDOW_BYTES = 2 * 1024 * 1024;
@@ -138,6 +157,13 @@ export class H2Connection implements StreamOwner, FrameSink {
   private keepaliveTimer: NodeJS.Timeout | undefined;
   private keepaliveDeadline: NodeJS.Timeout | undefined;
 
+  // The client's PINGs, judged by opts.pingPolicy (grpc-go's server does the same).
+  /** When the last PING came (performance.now()), or -1 before the first. */
+  private lastPingAtMs = -1;
+  private pingStrikes = 0;
+  /** We sent HEADERS or DATA since the last PING: the next one is not judged (a bandwidth probe answers our data). */
+  private sentSincePing = false;
+
   readonly session: { readonly socket: Duplex };
 
   constructor(
@@ -185,6 +211,7 @@ export class H2Connection implements StreamOwner, FrameSink {
   sendHeaders(stream: H2Stream, headers: Readonly<Record<string, OutgoingValue>>, endStream: boolean): void {
     if (this.closed) return;
     const block = this.encoder.encode(headers);
+    this.sentSincePing = true;
     // Headers must not overtake DATA already queued for the stream (trailers come after it).
     if (endStream && stream.outQueue.length !== 0) assert.fail(`stream ${stream.id}: END_STREAM headers with DATA queued`);
     let flags = endStream ? FLAG_END_STREAM : 0;
@@ -310,6 +337,7 @@ export class H2Connection implements StreamOwner, FrameSink {
           this.onPingAck();
         } else {
           this.queueAck(frame(FrameType.PING, FLAG_ACK, 0, payload));
+          if (this.opts.pingPolicy !== undefined) this.judgePing(this.opts.pingPolicy);
         }
         return;
       case FrameType.GOAWAY:
@@ -607,6 +635,7 @@ export class H2Connection implements StreamOwner, FrameSink {
           const chunk = whole ? head.data : head.data.subarray(0, n);
           const lastOfAll = whole && s.outQueue.length === 1 && s.localEnding && !s.waitForTrailers;
           if (n > 0 || lastOfAll) {
+            this.sentSincePing = true;
             this.out.push(frameHeader(n, FrameType.DATA, lastOfAll ? FLAG_END_STREAM : 0, s.id));
             this.outBytes += FRAME_HEADER_BYTES;
             if (n > 0) {
@@ -692,6 +721,22 @@ export class H2Connection implements StreamOwner, FrameSink {
       clearTimeout(this.keepaliveDeadline);
       this.keepaliveDeadline = undefined;
     }
+  }
+
+  /** grpc-go's handlePing: a PING sooner than the policy allows is a strike; past MAX_PING_STRIKES, GOAWAY. */
+  private judgePing(policy: PingPolicy): void {
+    const nowMs = performance.now();
+    const lastMs = this.lastPingAtMs;
+    this.lastPingAtMs = nowMs;
+    if (this.sentSincePing) {
+      this.sentSincePing = false;
+      this.pingStrikes = 0;
+      return;
+    }
+    if (lastMs < 0) return;
+    const gapMs = this.streams.size === 0 && !policy.permitWithoutStream ? PING_GAP_WITHOUT_STREAMS_MS : policy.minTimeMs;
+    if (nowMs - lastMs < gapMs) this.pingStrikes++;
+    if (this.pingStrikes > MAX_PING_STRIKES) this.goaway(ErrorCode.ENHANCE_YOUR_CALM, TOO_MANY_PINGS);
   }
 
   /** A connection error: GOAWAY with `code`, then the socket ends once written. */
