@@ -6,7 +6,8 @@
 // encoding) on a scratch store in a temporary directory, then throws the store away.
 //
 // Nothing of it reaches the member's own state: the scratch backend, lessor, alarms and members
-// are its own; no metric, watcher or log line sees it.
+// are its own, and no metric or watcher sees it. It logs only when it cannot run (a warning: the
+// member then starts cold).
 import assert from 'node:assert';
 import fs from 'node:fs';
 import os from 'node:os';
