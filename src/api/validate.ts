@@ -104,7 +104,6 @@ interface OverlapSets {
   dels: Interval[];
 }
 
-/** Throws DuplicateKey when a txn branch writes a key twice or puts a key it deletes. */
 /** A key as a latin1 string (one char per byte), without copying its bytes first. */
 function keyString(key: Buffer | Uint8Array | null | undefined): string {
   if (!key) return '';
@@ -112,6 +111,7 @@ function keyString(key: Buffer | Uint8Array | null | undefined): string {
   return buf.toString('latin1');
 }
 
+/** Throws DuplicateKey when a txn branch writes a key twice or puts a key it deletes. */
 export function checkIntervals(reqs: pb.RequestOp[]): OverlapSets {
   const dels: Interval[] = [];
   for (const req of reqs) {

@@ -114,10 +114,10 @@ export function encodeStoredKeyValue(
   value: Buffer,
   lease: bigint,
 ): { kv: KeyValue; record: Buffer } {
-  // An empty key or a zero field would not be canonical: decodeKeyValue would not hand the record out either.
+  // A put's key is never empty and its revisions and version start at 1: the record is canonical,
+  // as decodeKeyValue requires of the records it hands out.
   if (key.length === 0 || createRevision === 0 || modRevision === 0 || version === 0) {
-    const kv = { key: Buffer.from(key), createRevision, modRevision, version, value: Buffer.from(value), lease };
-    return { kv, record: encodeKeyValue(kv) };
+    assert.fail(`a put's KeyValue needs a key and non-zero revisions and version (${key.length}, ${createRevision}, ${modRevision}, ${version})`);
   }
   const record = encodeFields(key, createRevision, modRevision, version, value, lease);
   const keyView = record.subarray(encodedKeyStart, encodedKeyStart + key.length);

@@ -689,6 +689,10 @@ export const encodeDeleteRangeResponse = (r: pb.DeleteRangeResponse | Obj): Buff
   encodeWith(r, deleteRangeResponseSize, writeDeleteRangeResponse);
 export const encodeTxnResponse = (r: pb.TxnResponse | Obj): Buffer => encodeWith(r, txnResponseSize, writeTxnResponse);
 export const encodeWatchResponse = (r: pb.WatchResponse | Obj): Buffer => encodeWith(r, watchResponseSize, writeWatchResponse);
+/** Requests as a client sends them (the server's warm-up feeds them to the decoders). */
+export const encodeRangeRequest = (r: pb.RangeRequest | Obj): Buffer => encodeWith(r, rangeRequestSize, writeRangeRequest);
+export const encodePutRequest = (r: pb.PutRequest | Obj): Buffer => encodeWith(r, putRequestSize, writePutRequest);
+export const encodeTxnRequest = (r: pb.TxnRequest | Obj): Buffer => encodeWith(r, txnRequestSize, writeTxnRequest);
 
 // ---------------------------------------------------------------- request messages (encode)
 

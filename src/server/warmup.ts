@@ -10,7 +10,6 @@
 // member then starts cold).
 import assert from 'node:assert';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { Alarms } from '../alarm/alarms';
 import { Applier } from '../apply/applier';
@@ -25,17 +24,13 @@ import {
   decodePutRequest,
   decodeRangeRequest,
   decodeTxnRequest,
+  encodePutRequest,
   encodePutResponse,
+  encodeRangeRequest,
   encodeRangeResponse,
+  encodeTxnRequest,
   encodeTxnResponse,
-  putRequestSize,
-  rangeRequestSize,
-  txnRequestSize,
-  writePutRequest,
-  writeRangeRequest,
-  writeTxnRequest,
 } from '../pb/kv_wire';
-import { Writer } from '../pb/wire';
 import type * as pb from '../pb/types';
 
 export interface WarmUpOptions {
@@ -55,16 +50,6 @@ const MAX_WARM_UP_PUTS = 10_000;
 export interface WarmUpResult {
   puts: number;
   ms: number;
-}
-
-type Obj = Record<string, unknown>;
-
-/** A request's bytes as a client sends them. */
-function wire(obj: object, size: (o: Obj) => number, write: (w: Writer, o: Obj) => void): Buffer {
-  const w = new Writer(Buffer.allocUnsafe(size(obj as Obj)));
-  write(w, obj as Obj);
-  assert(w.pos === w.buf.length);
-  return w.buf;
 }
 
 /** Keys in scattered order (a prime stride), as clients write them: inserts land inside the index's nodes, not at its end. */
@@ -170,25 +155,21 @@ function writeOnScratch(backend: Backend, opts: WarmUpOptions): number {
     for (let j = 0; j < opts.putsPerTxn; j++) {
       success.push({ requestPut: { key: warmKey(((t * opts.putsPerTxn + j) * KEY_STRIDE) % keys), value } } as pb.RequestOp);
     }
-    const txn = decodeTxnRequest(wire({ compare: [], success, failure: [] }, txnRequestSize, writeTxnRequest));
+    const txn = decodeTxnRequest(encodeTxnRequest({ compare: [], success, failure: [] }));
     const txnResp = apply({ txn } as pb.InternalRaftRequest) as pb.TxnResponse;
     txnResp.header = header();
     encodeTxnResponse(txnResp);
 
-    const put = decodePutRequest(wire({ key: warmKey(t % keys), value }, putRequestSize, writePutRequest));
+    const put = decodePutRequest(encodePutRequest({ key: warmKey(t % keys), value }));
     const putResp = apply({ put } as pb.InternalRaftRequest) as pb.PutResponse;
     putResp.header = header();
     encodePutResponse(putResp);
 
-    const range = decodeRangeRequest(wire({ key: warmKey(t % keys) }, rangeRequestSize, writeRangeRequest));
+    const range = decodeRangeRequest(encodeRangeRequest({ key: warmKey(t % keys) }));
     const rangeResp = applyRangeForWire(mvcc, range);
     if (rangeResp.kvs.length !== 1) assert.fail(`warm-up read ${rangeResp.kvs.length} keys of one`);
     rangeResp.header = header();
     encodeRangeResponse(rangeResp);
   }
   return events;
-}
-
-export function defaultWarmUpDir(): string {
-  return os.tmpdir();
 }

@@ -65,6 +65,12 @@ function openWatch(sess: Session): http2.ClientHttp2Stream {
   return req;
 }
 
+/** The server's GOAWAY for too many PINGs arrives (bounded wait), with grpc-go's code and text. */
+async function expectSentAway(sess: Session): Promise<void> {
+  await waitFor('GOAWAY', () => sess.goaway !== null, { timeoutMs: 5_000 });
+  expect(sess.goaway).toEqual({ code: ENHANCE_YOUR_CALM, data: 'too_many_pings' });
+}
+
 const servers = [
   { label: 'ours', bin: etcdBin() },
   { label: 'real etcd 3.4', bin: REAL_ETCD },
@@ -81,33 +87,33 @@ for (const { label, bin } of servers) {
       await member?.stop();
     });
 
-    it('sends a client that PINGs with no stream open away after three strikes', async () => {
+    /** A fresh connection for `body`, closed after it whatever happens. */
+    const withSession = async (body: (sess: Session) => Promise<void>): Promise<void> => {
       const sess = await connect(member.clientUrl);
       try {
-        // The first PING is never judged; the next three come too soon, the third strike is past the limit.
-        for (let i = 0; i < 4; i++) await sess.ping();
-        await waitFor('GOAWAY', () => sess.goaway !== null, { timeoutMs: 5_000 });
-        expect(sess.goaway).toEqual({ code: ENHANCE_YOUR_CALM, data: 'too_many_pings' });
+        await body(sess);
       } finally {
         sess.close();
       }
-    }, 20_000);
+    };
 
-    it('tolerates two PINGs too soon', async () => {
-      const sess = await connect(member.clientUrl);
-      try {
+    it('sends a client that PINGs with no stream open away after three strikes', () =>
+      withSession(async (sess) => {
+        // The first PING is never judged; the next three come too soon, the third strike is past the limit.
+        for (let i = 0; i < 4; i++) await sess.ping();
+        await expectSentAway(sess);
+      }), 20_000);
+
+    it('tolerates two PINGs too soon', () =>
+      withSession(async (sess) => {
         for (let i = 0; i < 3; i++) await sess.ping();
         await sleepMs(300);
         expect(sess.goaway).toBeNull();
         await range(sess);
-      } finally {
-        sess.close();
-      }
-    }, 20_000);
+      }), 20_000);
 
-    it('keeps a client that PINGs no sooner than the minimum while a stream is open', async () => {
-      const sess = await connect(member.clientUrl);
-      try {
+    it('keeps a client that PINGs no sooner than the minimum while a stream is open', () =>
+      withSession(async (sess) => {
         const w = openWatch(sess);
         for (let i = 0; i < 6; i++) {
           await sess.ping();
@@ -116,38 +122,26 @@ for (const { label, bin } of servers) {
         expect(sess.goaway).toBeNull();
         await range(sess);
         w.close();
-      } finally {
-        sess.close();
-      }
-    }, 20_000);
+      }), 20_000);
 
-    it('sends away a client that PINGs sooner than the minimum while a stream is open', async () => {
-      const sess = await connect(member.clientUrl);
-      try {
+    it('sends away a client that PINGs sooner than the minimum while a stream is open', () =>
+      withSession(async (sess) => {
         openWatch(sess);
         for (let i = 0; i < 4; i++) {
           await sess.ping();
           await sleepMs(50);
         }
-        await waitFor('GOAWAY', () => sess.goaway !== null, { timeoutMs: 5_000 });
-        expect(sess.goaway).toEqual({ code: ENHANCE_YOUR_CALM, data: 'too_many_pings' });
-      } finally {
-        sess.close();
-      }
-    }, 20_000);
+        await expectSentAway(sess);
+      }), 20_000);
 
-    it('does not judge a PING that follows a response (a Go client probing bandwidth)', async () => {
-      const sess = await connect(member.clientUrl);
-      try {
+    it('does not judge a PING that follows a response (a Go client probing bandwidth)', () =>
+      withSession(async (sess) => {
         for (let i = 0; i < 8; i++) {
           await range(sess);
           await sess.ping();
         }
         await sleepMs(300);
         expect(sess.goaway).toBeNull();
-      } finally {
-        sess.close();
-      }
-    }, 20_000);
+      }), 20_000);
   });
 }
