@@ -3,41 +3,19 @@
 // with the same options as the gRPC loader, so a decoded payload has exactly the shapes of
 // src/pb/types.ts (and of what the API received from the client).
 import assert from 'node:assert';
-import path from 'node:path';
 import * as protobuf from 'protobufjs';
-import { LOADER_OPTIONS, PROTO_FILES, protoDir } from './load';
+import { CONVERSION, protoRoot } from './load';
 import { decodeInternalFast, encodeInternalFast } from './internal_wire';
 import type { InternalRaftRequest, MessageByName, MessageInit, MessageName } from './types';
 import { NotFast } from './wire';
 
-const CONVERSION: protobuf.IConversionOptions = {
-  longs: LOADER_OPTIONS.longs,
-  enums: LOADER_OPTIONS.enums,
-  defaults: LOADER_OPTIONS.defaults,
-  oneofs: LOADER_OPTIONS.oneofs,
-};
-
-let cachedRoot: protobuf.Root | undefined;
 const typeCache = new Map<string, protobuf.Type>();
-
-function root(): protobuf.Root {
-  if (cachedRoot === undefined) {
-    const dir = protoDir();
-    const r = new protobuf.Root();
-    // Imports are written relative to proto/ (e.g. "mvccpb/kv.proto").
-    r.resolvePath = (_origin: string, target: string) => path.join(dir, target);
-    r.loadSync([...PROTO_FILES], { keepCase: LOADER_OPTIONS.keepCase });
-    r.resolveAll();
-    cachedRoot = r;
-  }
-  return cachedRoot;
-}
 
 /** The protobufjs reflection type of a message, by full proto name ("mvccpb.KeyValue"). */
 export function messageType(fullName: MessageName): protobuf.Type {
   let t = typeCache.get(fullName);
   if (t === undefined) {
-    t = root().lookupType(fullName);
+    t = protoRoot().lookupType(fullName);
     typeCache.set(fullName, t);
   }
   return t;
