@@ -115,7 +115,9 @@ function camelCase(name: string): string {
 function serializer(type: protobuf.Type): (value: object) => Buffer {
   return (value) => {
     if (Array.isArray(value)) throw new Error(`Failed to serialize message: expected object with ${type.name} structure, got array instead`);
-    return type.encode(type.fromObject(value as Record<string, unknown>)).finish() as Buffer;
+    const bytes = type.encode(type.fromObject(value as Record<string, unknown>)).finish();
+    // grpc-js copies the result with Buffer methods; protobufjs hands back a Buffer in Node.
+    return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   };
 }
 
