@@ -3,7 +3,7 @@
 // protobufjs's fromObject+encode / decode+toObject.
 // Same objects in, same objects out; the bytes are the canonical proto3 encoding (zero scalars
 // omitted, as etcd's own encoder does). Whatever the hand-written code does not handle falls
-// back to proto-loader's codec for that message.
+// back to the method's protobufjs codec (src/pb/load.ts) for that message.
 import type * as grpc from '@grpc/grpc-js';
 import {
   decodeDeleteRangeRequest,
