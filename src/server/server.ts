@@ -5,7 +5,6 @@ import assert from 'node:assert';
 import type * as grpc from '@grpc/grpc-js';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { assertLmdbFile, Backend, MAX_BATCH_INTERVAL_MS, MAX_BATCH_LIMIT } from '../backend/backend';
 import { EtcdError, etcdError } from '../errors';
@@ -14,7 +13,6 @@ import { formatGoDurationMs, type LogFields, type Logger } from '../log';
 import type { EtcdMetrics } from '../metrics';
 import { MvccStore } from '../mvcc/store';
 import { decodeInternalRequest, encodeInternalRequest } from '../pb/internal';
-import { warmUpWritePath, WARM_UP_DEFAULTS } from './warmup';
 import type * as pb from '../pb/types';
 import { ConfChangeType, EntryType, MemoryStorage, RawNode, StateType, decodeConfChange } from '../raft';
 import type { ConfChange, Entry, Message, ReadState, Snapshot, SoftState } from '../raft';
@@ -243,11 +241,6 @@ export class EtcdServer implements EtcdServerApi {
       });
     }
 
-    // Before anything serves: a fresh process's first writes run in V8's interpreter (see warmup.ts).
-    if (process.env.ETCDTS_WARM_UP !== '0') {
-      const w = await warmUpWritePath({ tmpDir: os.tmpdir(), ...WARM_UP_DEFAULTS, log });
-      if (w) log.debug('warmed up the write path on a scratch store', { puts: w.puts, took: `${w.ms.toFixed(1)}ms` });
-    }
     const mvcc = new MvccStore(backend);
     const lessor = new Lessor({
       db: backend.subDb('lease'),

@@ -1,13 +1,16 @@
 // A fresh process runs its write path in V8's interpreter until each function has run through
 // its tier-up budget: measured on a fresh server, the first 32 transactions of 100 puts took
 // 220-440 ms where etcd (compiled ahead of time) took 100-300, and the same load on a warm
-// server answers in about a third of that. Before serving, the server runs the code of a write
+// server answers in about a third of that. Once the member serves, it runs the code of a write
 // (decoding a request, the Raft entry's encoding, apply into the MVCC store, the response's
-// encoding) on a scratch store in a temporary directory, then throws the store away.
+// encoding) on a scratch store in a temporary directory, then throws the store away. One
+// transaction at a time, between which the event loop serves clients: a request that arrives
+// meanwhile waits for one step (a few ms), not for the whole warm-up (~100 ms, which the member
+// spent before it served, until 2026-12-03).
 //
 // Nothing of it reaches the member's own state: the scratch backend, lessor, alarms and members
 // are its own, and no metric or watcher sees it. It logs only when it cannot run (a warning: the
-// member then starts cold).
+// member then stays cold until clients have run its code).
 import assert from 'node:assert';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -41,6 +44,8 @@ export interface WarmUpOptions {
   putsPerTxn: number;
   valueBytes: number;
   log: Logger;
+  /** Stops the warm-up between two steps (the member is shutting down); it then returns null. */
+  signal?: AbortSignal;
 }
 
 export const WARM_UP_DEFAULTS = { txns: 40, putsPerTxn: 50, valueBytes: 256 } as const;
@@ -74,7 +79,8 @@ export async function warmUpWritePath(opts: WarmUpOptions): Promise<WarmUpResult
     removeStaleScratch(opts.tmpDir, opts.log);
     dir = fs.mkdtempSync(path.join(opts.tmpDir, `${SCRATCH_PREFIX}${process.pid}-`));
     backend = Backend.open(path.join(dir, 'db'), { batchIntervalMs: 100, flushIntervalMs: 0 });
-    const written = writeOnScratch(backend, opts);
+    const written = await writeOnScratch(backend, opts);
+    if (written === null) return null;
     assert(written === puts, `warm-up wrote ${written} keys, meant ${puts}`);
     return { puts, ms: performance.now() - startMs };
   } catch (e) {
@@ -120,8 +126,16 @@ function removeStaleScratch(tmpDir: string, log: Logger): void {
   }
 }
 
-/** Transactions of puts, single puts and one-key reads, as clients send them; returns the puts applied (events seen). */
-function writeOnScratch(backend: Backend, opts: WarmUpOptions): number {
+/** Lets the event loop serve what arrived: pending I/O callbacks and timers run before the next step. */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * Transactions of puts, single puts and one-key reads, as clients send them, one transaction per
+ * turn of the event loop; returns the puts applied (events seen), or null once `signal` aborts.
+ */
+async function writeOnScratch(backend: Backend, opts: WarmUpOptions): Promise<number | null> {
   const mvcc = new MvccStore(backend);
   let events = 0;
   mvcc.onEvents((evs) => {
@@ -151,6 +165,8 @@ function writeOnScratch(backend: Backend, opts: WarmUpOptions): number {
   // Half as many keys as puts: the second half overwrites (a previous version, a longer key history).
   const keys = Math.max(1, Math.floor((opts.txns * opts.putsPerTxn) / 2));
   for (let t = 0; t < opts.txns; t++) {
+    await nextTurn();
+    if (opts.signal?.aborted) return null;
     const success: pb.RequestOp[] = [];
     for (let j = 0; j < opts.putsPerTxn; j++) {
       success.push({ requestPut: { key: warmKey(((t * opts.putsPerTxn + j) * KEY_STRIDE) % keys), value } } as pb.RequestOp);

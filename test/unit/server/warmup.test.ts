@@ -1,5 +1,6 @@
-// The warm-up before serving runs the write path on a scratch store of its own: it must leave
-// nothing behind, and a failure must cost only the warm-up, never the start.
+// The warm-up runs the write path on a scratch store of its own while the member serves: it must
+// leave nothing behind, let requests through between its steps, stop when the member stops, and a
+// failure must cost only the warm-up, never the member.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -37,6 +38,40 @@ describe('warm-up of the write path', () => {
     expect(r).toBeNull();
     log.flush();
     expect(lines.some((l) => l.includes('skipped the warm-up of the write path') && l.includes('ENOENT'))).toBe(true);
+  });
+
+  it('lets the event loop run between its steps', async () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'warmup-test-'));
+    dirs.push(tmp);
+    const { log } = capturingLogger();
+    let turns = 0;
+    let warming = true;
+    // What a client's request needs to be served: turns of the event loop while the warm-up runs.
+    const count = (): void => {
+      turns++;
+      if (warming) setImmediate(count);
+    };
+    setImmediate(count);
+    const r = await warmUpWritePath({ tmpDir: tmp, ...WARM_UP_DEFAULTS, log });
+    warming = false;
+    expect(r).not.toBeNull();
+    expect(turns).toBeGreaterThanOrEqual(WARM_UP_DEFAULTS.txns);
+  });
+
+  it('stops between steps when told, and removes its store without a warning', async () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'warmup-test-'));
+    dirs.push(tmp);
+    const { log, lines } = capturingLogger();
+    const stop = new AbortController();
+    const running = warmUpWritePath({ tmpDir: tmp, ...WARM_UP_DEFAULTS, log, signal: stop.signal });
+    // Let it make its store and take a step or two, then stop it as a shutdown does.
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    stop.abort();
+    expect(await running).toBeNull();
+    expect(fs.readdirSync(tmp)).toEqual([]);
+    log.flush();
+    expect(lines.filter((l) => l.includes('"level":"warn"'))).toEqual([]);
   });
 
   it('holds the warm-up to its bound', async () => {
