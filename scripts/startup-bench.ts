@@ -13,8 +13,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { freePort } from './bench/servers';
-
-type SystemName = 'etcd' | 'ours';
+import { median, type SystemName } from './bench/table';
 
 interface Options {
   rounds: number;
@@ -88,11 +87,6 @@ async function timeStart(bin: string, dataDir: string, timeoutMs: number): Promi
     child.kill('SIGTERM');
     await exited;
   }
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 === 1 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 }
 
 async function main(): Promise<void> {
