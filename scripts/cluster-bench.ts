@@ -10,6 +10,7 @@ import assert from 'node:assert';
 import { Cluster, ClusterMember, revisionOf } from '../test/helpers/cluster';
 import { etcdBin } from '../test/helpers/etcd-process';
 import { EtcdGrpc } from '../test/helpers/grpc';
+import { median } from './bench/table';
 
 interface Options {
   seconds: number;
@@ -96,11 +97,6 @@ async function load(members: ClusterMember[], writers: number, connections: numb
   lat.sort((a, b) => a - b);
   const pct = (p: number): number => (lat.length === 0 ? NaN : lat[Math.min(lat.length - 1, Math.floor((p / 100) * lat.length))]!);
   return { puts, errors, qps: puts / elapsedSec, p50Ms: pct(50), p99Ms: pct(99) };
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
 }
 
 async function main(): Promise<void> {
