@@ -3,6 +3,7 @@ import { ErrCompacted, ErrSnapOutOfDate, ErrUnavailable } from './errors';
 import {
   ConfState,
   Entry,
+  EntryHead,
   HardState,
   Snapshot,
   emptySnapshot,
@@ -45,6 +46,8 @@ export interface EntryDataReader {
 
 /** Stands in for the data of an entry released from memory (compared by identity, never read). */
 const RELEASED: Buffer = Buffer.alloc(0);
+/** The data of an entry that has none (never read back). */
+const EMPTY: Buffer = Buffer.alloc(0);
 
 /**
  * In-memory Storage. ents[0] is a dummy entry holding the index and term of the last compacted entry
@@ -189,6 +192,27 @@ export class MemoryStorage implements Storage {
     this.residentBytes -= this.residentIn(1, i + 1);
     this.ents = [dummy, ...this.ents.slice(i + 1)];
     if (this.releasedUpTo < compactIndex) this.releasedUpTo = compactIndex;
+  }
+
+  /**
+   * Appends the entries that follow the snapshot in the durable log, holding none of their data:
+   * it is read back through the reader when asked for. A restart replays the whole log since the
+   * last snapshot, most of it already applied, so copying it all into memory would hold as much as
+   * the log's size until Raft had handed every entry out once (and leave that much behind in the
+   * allocator's free lists afterwards).
+   */
+  appendFromLog(heads: readonly EntryHead[]): void {
+    if (heads.length === 0) return;
+    assert(this.reader, 'entries appended from the log without a reader');
+    assert.strictEqual(this.ents.length, 1, 'entries from the log go into an empty log');
+    assert.strictEqual(heads[0]!.index, this.ents[0]!.index + 1, 'entries from the log must follow the snapshot');
+    for (let k = 0; k < heads.length; k++) {
+      const h = heads[k]!;
+      if (k > 0) assert.strictEqual(h.index, heads[k - 1]!.index + 1, 'entries from the log must be contiguous');
+      assert(Number.isSafeInteger(h.dataBytes) && h.dataBytes >= 0, `entry ${h.index} has a bad data size`);
+      this.ents.push({ term: h.term, index: h.index, type: h.type, data: h.dataBytes === 0 ? EMPTY : RELEASED });
+    }
+    this.releasedUpTo = heads[heads.length - 1]!.index;
   }
 
   /** Appends entries, truncating any conflicting suffix; entries must be contiguous with the log. */

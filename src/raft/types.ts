@@ -10,6 +10,14 @@ export interface Entry {
   data: Buffer;
 }
 
+/** An entry of the durable log without its data, which stays on disk until asked for. */
+export interface EntryHead {
+  term: number;
+  index: number;
+  type: number;
+  dataBytes: number;
+}
+
 /** Node IDs are uint64 in etcd, so bigint here; 0n means "none". */
 export interface HardState {
   term: number;

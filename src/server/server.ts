@@ -165,6 +165,7 @@ export class EtcdServer implements EtcdServerApi {
     this.memberId = identity.memberId;
     this.clusterId = identity.clusterId;
     this.appliedIndex = appliedIndex;
+    this.committedIndex = appliedIndex;
     this.snapshotIndex = snapshotIndex;
     this.idGen = new IdGenerator(this.memberId, Date.now());
     // etcd's ReqTimeout: 5 s plus two election timeouts.
@@ -191,7 +192,7 @@ export class EtcdServer implements EtcdServerApi {
     assertWalDirNotEtcd(walDir);
     assertLmdbFile(path.join(snapDir, 'db'));
     fs.mkdirSync(snapDir, { recursive: true, mode: 0o700 });
-    const wal = Wal.open(walDir);
+    const wal = Wal.open(walDir, { entryData: 'on-disk' });
     const haveWal = wal.hasIdentity();
     // etcd's defaults when the flags are 0 or absent (the limit's is the backend's own); larger
     // values are held to the backend's bounds (its open transaction keeps its dirty pages in memory).
@@ -268,16 +269,26 @@ export class EtcdServer implements EtcdServerApi {
       snapshotIndex = contents.snapshot.index;
     }
     const applied = backend.consistentIndex();
-    const lastWalIndex = contents.entries.length > 0 ? contents.entries[contents.entries.length - 1].index : snapshotIndex;
+    // Opened with the entries' data left on disk (nothing was written since, which would replay it
+    // into memory).
+    assert.equal(contents.entries.length, 0, 'WAL entries read into memory at start-up');
+    const heads = contents.entryHeads;
+    const lastWalIndex = heads.length > 0 ? heads[heads.length - 1].index : snapshotIndex;
     // The state can never hold an entry the log lost: entries are fsynced before they are applied.
     assert(applied <= lastWalIndex, `backend applied index ${applied} is past the last WAL entry ${lastWalIndex}`);
     // A commit-index-only hard state is written without fsync (etcd-raft's MustSync), so after a
     // crash the WAL's commit may trail what was applied; applied entries were committed.
     const hardState = { ...contents.hardState, commit: Math.max(contents.hardState.commit, applied) };
     storage.setHardState(hardState);
-    // Raft hands entries after the snapshot to apply again (applied: snapshotIndex, so that it
-    // replays their membership changes); RaftNode releases their data as it goes.
-    if (contents.entries.length > 0) storage.append(contents.entries);
+    // The log's entries stay in the WAL until Raft asks for their data: entries not yet applied,
+    // and entries a follower lacks.
+    storage.appendFromLog(heads);
+    // Raft starts from what the backend has applied, not from the snapshot: etcd hands every entry
+    // since the snapshot to its apply loop again, which skips all but their membership changes. Of
+    // those entries that is all that lives outside the backend (in the Raft core's configuration),
+    // so they are applied to the core below; reading back the rest (the whole log since the
+    // snapshot, usually) would only churn through memory.
+    const raftApplied = Math.max(applied, snapshotIndex);
 
     const electionTick = Math.max(2, Math.round(cfg.electionTimeoutMs / cfg.heartbeatIntervalMs));
     const raw = new RawNode({
@@ -285,7 +296,7 @@ export class EtcdServer implements EtcdServerApi {
       electionTick,
       heartbeatTick: 1,
       storage,
-      applied: snapshotIndex,
+      applied: raftApplied,
       maxSizePerMsgBytes: 1024 * 1024,
       maxInflightMsgs: 512,
       maxInflightBytes: MAX_INFLIGHT_BYTES,
@@ -296,8 +307,15 @@ export class EtcdServer implements EtcdServerApi {
       logger: { info: (m: string, f?: object) => log.debug(m, f as LogFields), warn: (m: string, f?: object) => log.warn(m, f as LogFields) },
     });
     if (bootstrapPeers) raw.bootstrap(bootstrapPeers);
+    for (const h of heads) {
+      if (h.index > raftApplied) break;
+      if (h.type === EntryType.Normal) continue;
+      // Ours and etcd 3.4's members propose only the first form.
+      if (h.type !== EntryType.ConfChange) assert.fail(`WAL entry ${h.index} has entry type ${h.type}`);
+      raw.applyConfChange(decodeConfChange(wal.readEntryData(h.index, h.term)));
+    }
 
-    const server = new EtcdServer(cfg, log, backend, mvcc, lessor, watchHub, members, alarms, applier, wal, storage, identity, snapshotIndex, snapshotIndex);
+    const server = new EtcdServer(cfg, log, backend, mvcc, lessor, watchHub, members, alarms, applier, wal, storage, identity, raftApplied, snapshotIndex);
     server.dirLocks = locks;
     server.metrics = metrics;
     backend.commitObserver = metrics ? (seconds) => metrics.disk.backendCommitDurationSeconds.observe(seconds) : null;
@@ -357,8 +375,8 @@ export class EtcdServer implements EtcdServerApi {
     // resident before anything is served (100k keys: ~34 MiB).
     backend.releaseMappedPagesAfterStart();
     server.node.start();
-    // With nothing to replay the core knows the membership from its snapshot already.
-    if (contents.entries.length === 0 && snapshotIndex > 0) server.maybeCampaignAlone();
+    // With nothing to apply no apply batch will look for a lone voter's quick election.
+    if (raftApplied > 0 && hardState.commit <= raftApplied) server.maybeCampaignAlone();
     server.leaseTimer = setInterval(() => server.revokeExpiredLeases(), LEASE_CHECK_INTERVAL_MS);
     server.compactor = createCompactor(cfg.autoCompaction.mode, {
       retentionMs: cfg.autoCompaction.retentionMs,

@@ -6,7 +6,7 @@
 import assert from 'node:assert';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Entry, HardState, Snapshot, SnapshotMetadata } from '../raft/types';
+import type { Entry, EntryHead, HardState, Snapshot, SnapshotMetadata } from '../raft/types';
 import { decodeHardState, decodeSnapshotMeta, encodeHardState, encodeSnapshotMeta } from './codec';
 import { EntryLocations } from './locations';
 import { migrateLegacyWal } from './legacy';
@@ -39,8 +39,10 @@ export interface WalContents {
   identity: WalIdentity;
   hardState: HardState;
   snapshot: SnapshotMetadata | null;
-  /** Entries after the snapshot index, contiguous. */
+  /** Entries after the snapshot index, contiguous (none when opened with `entryData: 'on-disk'`). */
   entries: Entry[];
+  /** With `entryData: 'on-disk'`: the same entries without their data (readEntryData reads it). */
+  entryHeads: EntryHead[];
 }
 
 interface Segment {
@@ -52,6 +54,12 @@ interface Segment {
 
 export interface WalOptions {
   segmentBytes?: number;
+  /**
+   * What open() keeps of the entries it replays: their data ('memory', the default), or only where
+   * each one is ('on-disk': WalContents.entryHeads, and readEntryData for the data). A member's
+   * restart wants the latter: it holds the log's entries without their data until asked for.
+   */
+  entryData?: 'memory' | 'on-disk';
 }
 
 function segmentName(seq: number, firstIndex: number): string {
@@ -142,6 +150,13 @@ function entryIndexOf(p: Buffer): number {
   return p.readUInt32BE(8) * 0x100000000 + p.readUInt32BE(12);
 }
 
+/** An entry record's index, term and type, and how much data follows them. */
+function decodeEntryHead(p: Buffer): EntryHead {
+  const index = entryIndexOf(p);
+  const term = p.readUInt32BE(0) * 0x100000000 + p.readUInt32BE(4);
+  return { term, index, type: p.readUInt8(16), dataBytes: p.length - ENTRY_HEADER_BYTES };
+}
+
 function decodeEntryPayload(p: Buffer): Entry {
   const index = entryIndexOf(p);
   const term = p.readUInt32BE(0) * 0x100000000 + p.readUInt32BE(4);
@@ -185,7 +200,8 @@ class Replay {
   identity: WalIdentity | null = null;
   hardState: HardState = { term: 0, vote: 0n, commit: 0 };
   snapshot: SnapshotMetadata | null = null;
-  entries: Entry[] = [];
+  /** Entries with their data, or (`heads`) without it. */
+  readonly entries: Array<Entry | EntryHead> = [];
   /** The segment being read (for `locations`). */
   seq = 0;
 
@@ -193,6 +209,7 @@ class Replay {
   constructor(
     private readonly base: number,
     private readonly locations: EntryLocations | null,
+    readonly heads: boolean,
   ) {}
 
   /** One record of `file` at byte offset `at` (named only in a failure message: built per record, it was a string per entry at start-up). */
@@ -218,7 +235,7 @@ class Replay {
       case RecordType.Entry: {
         // History below the snapshot is skipped before its data is copied.
         if (entryIndexOf(payload) <= this.base) return;
-        const e = decodeEntryPayload(payload);
+        const e = this.heads ? decodeEntryHead(payload) : decodeEntryPayload(payload);
         const es = this.entries;
         if (es.length === 0) {
           assert.equal(e.index, this.base + 1, `WAL does not continue from its snapshot ${this.base} at ${file}:${at}`);
@@ -254,7 +271,7 @@ function scanSegment(buf: Buffer, each: (type: number, payload: Buffer, at: numb
  * Replays the segment files in order into the log's contents (the last one's bytes when already
  * read), telling `locations` where each live entry is.
  */
-function replaySegments(dir: string, segs: Segment[], lastBuf?: Buffer, locations: EntryLocations | null = null): WalContents {
+function replaySegments(dir: string, segs: Segment[], lastBuf?: Buffer, locations: EntryLocations | null = null, heads = false): WalContents {
   const bufs = segs.map((s, i) => (i === segs.length - 1 && lastBuf ? lastBuf : fs.readFileSync(s.file)));
   // First pass: the newest snapshot decides where the live log starts. It checks the CRCs (open()
   // already checked the last segment's), so the second pass need not.
@@ -268,7 +285,8 @@ function replaySegments(dir: string, segs: Segment[], lastBuf?: Buffer, location
       i === bufs.length - 1 && lastBuf ? lastBuf.length : 0,
     ),
   );
-  const replay = new Replay(base, locations);
+  assert(!heads || locations, 'entries kept on disk need their locations');
+  const replay = new Replay(base, locations, heads);
   for (let i = 0; i < bufs.length; i++) {
     replay.seq = segs[i].seq;
     const end = scanSegment(bufs[i], (type, payload, at) => replay.record(type, payload, segs[i].file, at), intact[i]);
@@ -278,7 +296,14 @@ function replaySegments(dir: string, segs: Segment[], lastBuf?: Buffer, location
   assert(replay.identity, `WAL at ${dir} has no identity`);
   const lastIndex = replay.entries.length > 0 ? replay.entries[replay.entries.length - 1].index : base;
   assert(replay.hardState.commit <= lastIndex, 'WAL hard state commits past its last entry');
-  return { identity: replay.identity, hardState: replay.hardState, snapshot: replay.snapshot, entries: replay.entries };
+  const es = replay.entries;
+  return {
+    identity: replay.identity,
+    hardState: replay.hardState,
+    snapshot: replay.snapshot,
+    entries: heads ? [] : (es as Entry[]),
+    entryHeads: heads ? (es as EntryHead[]) : [],
+  };
 }
 
 export class Wal {
@@ -312,7 +337,7 @@ export class Wal {
     this.identity = contents?.identity ?? null;
     this.hardState = contents?.hardState ?? null;
     this.snapshot = contents?.snapshot ?? null;
-    const es = contents?.entries ?? [];
+    const es: Array<Entry | EntryHead> = contents ? (contents.entries.length > 0 ? contents.entries : contents.entryHeads) : [];
     this.lastIndex = es.length > 0 ? es[es.length - 1].index : (contents?.snapshot?.index ?? 0);
     this.syncer = new Syncer(fd);
   }
@@ -368,7 +393,8 @@ export class Wal {
     }
     // An empty only segment: a member whose creation never wrote its identity.
     const locations = new EntryLocations();
-    const contents = segs.length > 1 || intact > 0 ? replaySegments(dir, segs, buf.subarray(0, intact), locations) : null;
+    const onDisk = opts.entryData === 'on-disk';
+    const contents = segs.length > 1 || intact > 0 ? replaySegments(dir, segs, buf.subarray(0, intact), locations, onDisk) : null;
     return new Wal(dir, segmentBytes, segs, fd, intact, contents, locations);
   }
 
@@ -385,7 +411,10 @@ export class Wal {
     await this.syncer.sync();
   }
 
-  /** Everything the log holds (read once when opened; after a write, replayed from the files). */
+  /**
+   * Everything the log holds: as read when opened (entries' data on disk if opened so) until the
+   * first write, then replayed from the files with the data in memory.
+   */
   readAll(): WalContents {
     return this.opened ?? replaySegments(this.dir, this.segments);
   }

@@ -96,6 +96,47 @@ describe('MemoryStorage', () => {
     expect(s.entries(4, 5, 1e9)[0]!.data).toEqual(Buffer.alloc(50, 9));
   });
 
+  it("holds a restart's log without its data and reads each entry back when asked", () => {
+    const reads: number[] = [];
+    const durable = new Map<number, Entry>();
+    const s = new MemoryStorage({
+      readEntryData: (index, term) => {
+        reads.push(index);
+        const e = durable.get(index);
+        if (!e || e.term !== term) throw new Error(`no ${index}/${term}`);
+        return Buffer.from(e.data);
+      },
+    });
+    const cs = { voters: [1n], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
+    s.applySnapshot({ data: Buffer.alloc(0), metadata: { index: 10, term: 2, confState: cs } });
+    const ents = [11, 12, 13, 14].map((i) => ({ index: i, term: 3, type: 0, data: i === 12 ? Buffer.alloc(0) : Buffer.alloc(100, i) }));
+    for (const e of ents) durable.set(e.index, e);
+    s.appendFromLog(ents.map((e) => ({ index: e.index, term: e.term, type: e.type, dataBytes: e.data.length })));
+    expect([s.firstIndex(), s.lastIndex(), s.term(13)]).toEqual([11, 14, 3]);
+    expect(s.residentDataBytes()).toBe(0);
+    expect(reads).toEqual([]);
+    // The empty entry is not read back; the others are, as far as the size limit reaches.
+    expect(s.entries(11, 15, 150).map((e) => [e.index, e.data.length])).toEqual([[11, 100], [12, 0]]);
+    expect(reads).toEqual([11, 13]);
+    reads.length = 0;
+    expect(s.entries(12, 15, 1e9).map((e) => e.data[0] ?? 0)).toEqual([0, 13, 14]);
+    expect(reads).toEqual([13, 14]);
+    // Reading back does not bring the data into the log's memory; releasing it again is a no-op.
+    expect(s.residentDataBytes()).toBe(0);
+    s.release(14, 0);
+    // New entries after them are held in memory, as appended ones are.
+    s.append([{ index: 15, term: 3, type: 0, data: Buffer.alloc(30, 1) }]);
+    expect(s.residentDataBytes()).toBe(30);
+    reads.length = 0;
+    expect(s.entries(15, 16, 1e9)[0]!.data).toEqual(Buffer.alloc(30, 1));
+    expect(reads).toEqual([]);
+    // Only into an empty log, right after its snapshot, and contiguous.
+    expect(() => s.appendFromLog([{ index: 16, term: 3, type: 0, dataBytes: 1 }])).toThrow(/empty log/);
+    const t = new MemoryStorage({ readEntryData: () => Buffer.alloc(0) });
+    expect(() => t.appendFromLog([{ index: 2, term: 1, type: 0, dataBytes: 1 }])).toThrow(/follow the snapshot/);
+    expect(() => new MemoryStorage().appendFromLog([{ index: 1, term: 1, type: 0, dataBytes: 1 }])).toThrow(/without a reader/);
+  });
+
   it('without a reader keeps every entry in memory', () => {
     const s = storageWith(ent(1, 1, 100), ent(2, 1, 100));
     s.release(2, 0);

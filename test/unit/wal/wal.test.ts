@@ -43,6 +43,36 @@ describe('WAL', () => {
     await wal.close();
   });
 
+  it("opened with the entries' data on disk, hands back where each entry is and reads its data when asked", async () => {
+    const dir = tmp();
+    let wal = Wal.open(dir, { segmentBytes: 4096 });
+    await wal.create(identity);
+    const big = 'x'.repeat(700);
+    const first: Entry[] = [];
+    for (let i = 1; i <= 30; i++) first.push(ent(i, 1, i === 5 ? '' : `${i}:${big}`));
+    for (const e of first) await wal.save(null, [e], null);
+    await wal.save({ term: 2, vote: 0n, commit: 25 }, [ent(28, 2, 'new28')], null);
+    expect(wal.segmentFiles().length).toBeGreaterThan(2);
+    await wal.close();
+    wal = Wal.open(dir, { entryData: 'on-disk' });
+    const c = wal.readAll();
+    expect(c.entries).toEqual([]);
+    expect(c.entryHeads.map((h) => [h.index, h.term, h.dataBytes])).toEqual([
+      ...first.slice(0, 27).map((e) => [e.index, 1, e.data.length]),
+      [28, 2, 5],
+    ]);
+    expect(c.entryHeads[4]!.dataBytes).toBe(0);
+    for (const i of [1, 17, 27, 2]) expect(wal.readEntryData(i, 1).toString()).toBe(`${i}:${big}`);
+    expect(wal.readEntryData(28, 2).toString()).toBe('new28');
+    expect(() => wal.readEntryData(29, 1)).toThrow(/entry 29 is not in the WAL/);
+    // The default keeps the data in memory, as before.
+    await wal.close();
+    wal = Wal.open(dir);
+    expect(wal.readAll().entries.map((e) => e.data.toString())).toEqual([...first.slice(0, 27).map((e) => e.data.toString()), 'new28']);
+    expect(wal.readAll().entryHeads).toEqual([]);
+    await wal.close();
+  });
+
   it('replaces a conflicting uncommitted tail', async () => {
     const dir = tmp();
     const wal = Wal.open(dir);
