@@ -269,29 +269,32 @@ function scanSegment(buf: Buffer, each: (type: number, payload: Buffer, at: numb
 
 /**
  * Replays the segment files in order into the log's contents (the last one's bytes when already
- * read), telling `locations` where each live entry is.
+ * read), telling `locations` where each live entry is. One segment's bytes are held at a time: a log
+ * of many segments is read twice rather than held whole (with the entries' data left on disk, what
+ * a restart keeps is then a few dozen bytes per entry, whatever the log's size).
  */
 function replaySegments(dir: string, segs: Segment[], lastBuf?: Buffer, locations: EntryLocations | null = null, heads = false): WalContents {
-  const bufs = segs.map((s, i) => (i === segs.length - 1 && lastBuf ? lastBuf : fs.readFileSync(s.file)));
+  const read = (i: number): Buffer => (i === segs.length - 1 && lastBuf ? lastBuf : fs.readFileSync(segs[i].file));
   // First pass: the newest snapshot decides where the live log starts. It checks the CRCs (open()
   // already checked the last segment's), so the second pass need not.
   let base = 0;
-  const intact = bufs.map((buf, i) =>
+  const intact = segs.map((_, i) =>
     scanSegment(
-      buf,
+      read(i),
       (type, payload) => {
         if (type === RecordType.Snapshot) base = Math.max(base, decodeSnapshotMeta(payload).index);
       },
-      i === bufs.length - 1 && lastBuf ? lastBuf.length : 0,
+      i === segs.length - 1 && lastBuf ? lastBuf.length : 0,
     ),
   );
   assert(!heads || locations, 'entries kept on disk need their locations');
   const replay = new Replay(base, locations, heads);
-  for (let i = 0; i < bufs.length; i++) {
+  for (let i = 0; i < segs.length; i++) {
     replay.seq = segs[i].seq;
-    const end = scanSegment(bufs[i], (type, payload, at) => replay.record(type, payload, segs[i].file, at), intact[i]);
+    const buf = read(i);
+    const end = scanSegment(buf, (type, payload, at) => replay.record(type, payload, segs[i].file, at), intact[i]);
     // Only the last segment may end in a torn write; an earlier one was complete when the next began.
-    if (i < bufs.length - 1) assert.equal(end, bufs[i].length, `WAL segment ${segs[i].file} is damaged at offset ${end}`);
+    if (i < segs.length - 1) assert.equal(end, buf.length, `WAL segment ${segs[i].file} is damaged at offset ${end}`);
   }
   assert(replay.identity, `WAL at ${dir} has no identity`);
   const lastIndex = replay.entries.length > 0 ? replay.entries[replay.entries.length - 1].index : base;

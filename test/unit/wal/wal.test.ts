@@ -225,6 +225,24 @@ describe('WAL', () => {
     await wal.close();
   });
 
+  it('refuses a log whose earlier segment is damaged, with entries kept in memory or on disk', async () => {
+    const dir = tmp();
+    const wal = Wal.open(dir, { segmentBytes: 4096 });
+    await wal.create(identity);
+    for (let i = 1; i <= 30; i++) await wal.save({ term: 1, vote: 0n, commit: i - 1 }, [ent(i, 1, `${i}:${'d'.repeat(500)}`)], null);
+    const files = wal.segmentFiles();
+    expect(files.length).toBeGreaterThan(2);
+    await wal.close();
+    // A bit flipped inside a record of the first segment: not a torn tail, since more segments follow.
+    const first = fs.readFileSync(files[0]!);
+    const at = first.indexOf('5:ddd');
+    expect(at).toBeGreaterThan(0);
+    first[at + 10] ^= 0x01;
+    fs.writeFileSync(files[0]!, first);
+    expect(() => Wal.open(dir, { segmentBytes: 4096 })).toThrow(/is damaged at offset/);
+    expect(() => Wal.open(dir, { segmentBytes: 4096, entryData: 'on-disk' })).toThrow(/is damaged at offset/);
+  });
+
   it('reads an entry back from its record: across segments, after a tail overwrite, a reopen and a compaction', async () => {
     const dir = tmp();
     let wal = Wal.open(dir, { segmentBytes: 4096 });
