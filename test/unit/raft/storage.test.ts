@@ -10,6 +10,21 @@ function storageWith(...ents: Entry[]): MemoryStorage {
   return s;
 }
 
+/** A storage whose released entries are read back from `durable`, recording each read in `reads`. */
+function storageOverLog(): { s: MemoryStorage; reads: number[]; durable: Map<number, Entry> } {
+  const reads: number[] = [];
+  const durable = new Map<number, Entry>();
+  const s = new MemoryStorage({
+    readEntryData: (index, term) => {
+      reads.push(index);
+      const e = durable.get(index);
+      if (!e || e.term !== term) throw new Error(`no ${index}/${term}`);
+      return Buffer.from(e.data);
+    },
+  });
+  return { s, reads, durable };
+}
+
 describe('MemoryStorage', () => {
   it('reports first/last index and terms, with ErrCompacted/ErrUnavailable outside', () => {
     const s = storageWith(ent(1, 1), ent(2, 1), ent(3, 2));
@@ -53,16 +68,7 @@ describe('MemoryStorage', () => {
   });
 
   it('releases applied entries down to a budget and reads them back, as far as the size limit reaches', () => {
-    const reads: number[] = [];
-    const durable = new Map<number, Entry>();
-    const s = new MemoryStorage({
-      readEntryData: (index, term) => {
-        reads.push(index);
-        const e = durable.get(index);
-        if (!e || e.term !== term) throw new Error(`no ${index}/${term}`);
-        return Buffer.from(e.data);
-      },
-    });
+    const { s, reads, durable } = storageOverLog();
     const ents = [1, 2, 3, 4, 5].map((i) => ({ index: i, term: 1, type: 0, data: Buffer.alloc(100, i) }));
     ents.push({ index: 6, term: 1, type: 0, data: Buffer.alloc(0) });
     for (const e of ents) durable.set(e.index, e);
@@ -97,17 +103,7 @@ describe('MemoryStorage', () => {
   });
 
   it("holds a restart's log without its data and reads each entry back when asked", () => {
-    const reads: number[] = [];
-    const durable = new Map<number, Entry>();
-    const s = new MemoryStorage({
-      readEntryData: (index, term) => {
-        reads.push(index);
-        const e = durable.get(index);
-        if (!e || e.term !== term) throw new Error(`no ${index}/${term}`);
-        return Buffer.from(e.data);
-      },
-    });
-    const cs = { voters: [1n], learners: [], votersOutgoing: [], learnersNext: [], autoLeave: false };
+    const { s, reads, durable } = storageOverLog();
     s.applySnapshot({ data: Buffer.alloc(0), metadata: { index: 10, term: 2, confState: cs } });
     const ents = [11, 12, 13, 14].map((i) => ({ index: i, term: 3, type: 0, data: i === 12 ? Buffer.alloc(0) : Buffer.alloc(100, i) }));
     for (const e of ents) durable.set(e.index, e);
