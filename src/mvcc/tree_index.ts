@@ -55,10 +55,16 @@ export class TreeIndex {
   }
 
   insert(ki: KeyIndex): void {
+    if (!this.insertIfAbsent(ki)) assert.fail('key index inserted twice');
+  }
+
+  /** Inserts ki unless its key has an index already (then false, and nothing changes). */
+  insertIfAbsent(ki: KeyIndex): boolean {
     // One traversal: set() without overwrite leaves an existing entry alone and says so (a
     // has() first cost a third of the B-tree's time in a 1M-key restart).
-    if (!this.tree.set(ki.key, ki, false)) assert.fail('key index inserted twice');
+    if (!this.tree.set(ki.key, ki, false)) return false;
     if (ki.isLive()) this.live++;
+    return true;
   }
 
   get(key: string, atRev: number): IndexGet | null {
