@@ -150,16 +150,20 @@ function entryIndexOf(p: Buffer): number {
   return p.readUInt32BE(8) * 0x100000000 + p.readUInt32BE(12);
 }
 
+/** The term of an entry record (after entryIndexOf checked its length). */
+function entryTermOf(p: Buffer): number {
+  return p.readUInt32BE(0) * 0x100000000 + p.readUInt32BE(4);
+}
+
 /** An entry record's index, term and type, and how much data follows them. */
 function decodeEntryHead(p: Buffer): EntryHead {
   const index = entryIndexOf(p);
-  const term = p.readUInt32BE(0) * 0x100000000 + p.readUInt32BE(4);
-  return { term, index, type: p.readUInt8(16), dataBytes: p.length - ENTRY_HEADER_BYTES };
+  return { term: entryTermOf(p), index, type: p.readUInt8(16), dataBytes: p.length - ENTRY_HEADER_BYTES };
 }
 
 function decodeEntryPayload(p: Buffer): Entry {
   const index = entryIndexOf(p);
-  const term = p.readUInt32BE(0) * 0x100000000 + p.readUInt32BE(4);
+  const term = entryTermOf(p);
   // Copy: the entry outlives the file buffer it was read from. copy(), not Buffer.from(subarray):
   // 7 vs 44 ms per 28 MB in a micro-benchmark; Buffer.from was 144 ms of a restart's profile.
   const data = Buffer.allocUnsafe(p.length - ENTRY_HEADER_BYTES);
