@@ -134,6 +134,14 @@ export class RawNode {
     return this.raft.raftLog.committed;
   }
 
+  /**
+   * Whether this member leads and has other members (voters or learners) to send entries to: the
+   * only time the data of entries already applied may be asked for again soon.
+   */
+  leadsOthers(): boolean {
+    return this.raft.state === StateType.Leader && this.raft.prs.progress.size > 1;
+  }
+
   transferLeader(to: bigint): void {
     this.raft.step(newMessage({ type: MessageType.MsgTransferLeader, from: to }));
   }

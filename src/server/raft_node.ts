@@ -58,7 +58,11 @@ const INLINE_SYNC_MAX_LAST_SAVE_MS = 2;
  * from the WAL when a lagging follower needs it (MemoryStorage.release). etcd keeps every entry
  * since its last snapshot in memory: up to snapshot-count (100000) entries, which was 27 MiB of
  * kube-mix's ~45 MB of live buffers (session 26). A follower that keeps up is sent entries from the
- * unstable log or from these last few MiB.
+ * unstable log or from these last few MiB. Only a leader with other members keeps them: a lone
+ * member or a follower sends no entries, and its tail was pure cost. The buffers of the last few
+ * MiB of entries sat among the freed ones in glibc's heap, so that the free memory below them could
+ * not be given back: loading 100k keys into one member left 158-160 MiB resident, 141-145 without
+ * them (session 32).
  */
 export const RESIDENT_LOG_BYTES = 4 * 1024 * 1024;
 const MAX_RESIDENT_LOG_BYTES = 1024 * 1024 * 1024;
@@ -269,7 +273,12 @@ export class RaftNode {
     if (!sendFirst && rd.messages.length > 0) this.hooks.send(rd.messages);
     if (early < rd.committedEntries.length) this.hooks.applyEntries(early === 0 ? rd.committedEntries : rd.committedEntries.slice(early));
     this.raw.advance(rd);
-    if (rd.committedEntries.length > 0) this.storage.release(rd.committedEntries[rd.committedEntries.length - 1].index, this.opts.residentLogBytes ?? RESIDENT_LOG_BYTES);
+    if (rd.committedEntries.length > 0) {
+      // Only a leader sends entries, and only when it has someone to send them to; anywhere else a
+      // resident tail would only pin its buffers among freed ones in glibc's heap (see RESIDENT_LOG_BYTES).
+      const keepBytes = this.raw.leadsOthers() ? (this.opts.residentLogBytes ?? RESIDENT_LOG_BYTES) : 0;
+      this.storage.release(rd.committedEntries[rd.committedEntries.length - 1].index, keepBytes);
+    }
     await this.hooks.afterAdvance();
   }
 

@@ -12,8 +12,16 @@ class ControlledWal {
   readonly pending: Array<{ entries: Entry[]; resolve: () => void }> = [];
   /** Every save of entries: how many, whether it had to be durable, whether it synced inline. */
   readonly saves: Array<{ entries: number; mustSync: boolean; inline: boolean }> = [];
+  /** The data of every entry saved, by index: what MemoryStorage reads back once it released it. */
+  readonly written = new Map<number, Buffer>();
+  readEntryData(index: number): Buffer {
+    const d = this.written.get(index);
+    if (d === undefined) throw new Error(`entry ${index} was never written`);
+    return d;
+  }
   save(_hs: unknown, entries: Entry[], _snap: unknown, mustSync = true, inline = false): Promise<number> {
     if (entries.length > 0) this.saves.push({ entries: entries.length, mustSync, inline });
+    for (const e of entries) this.written.set(e.index, e.data);
     if (this.auto) return Promise.resolve(0);
     return new Promise((resolve) => this.pending.push({ entries, resolve: () => resolve(0) }));
   }
@@ -33,15 +41,25 @@ afterEach(async () => {
   node = null;
 });
 
-function leaderOfThree(): { node: RaftNode; wal: ControlledWal; applied: Entry[]; sent: Message[]; raw: RawNode } {
+function leaderOfThree(): Started {
   return startNode([1n, 2n, 3n], () => 0);
 }
 
-function startNode(members: bigint[], proposalsWaiting: () => number): { node: RaftNode; wal: ControlledWal; applied: Entry[]; sent: Message[]; raw: RawNode } {
-  const storage = new MemoryStorage();
+interface Started {
+  node: RaftNode;
+  wal: ControlledWal;
+  applied: Entry[];
+  sent: Message[];
+  raw: RawNode;
+  storage: MemoryStorage;
+}
+
+function startNode(members: bigint[], proposalsWaiting: () => number): Started {
+  const wal = new ControlledWal();
+  // Reads back through the WAL, as the server's storage does: applied entries' data can be released.
+  const storage = new MemoryStorage(wal);
   const raw = new RawNode(config(1n, storage));
   raw.bootstrap(members);
-  const wal = new ControlledWal();
   const applied: Entry[] = [];
   const sent: Message[] = [];
   const n = new RaftNode(raw, storage, wal as unknown as Wal, {
@@ -62,7 +80,7 @@ function startNode(members: bigint[], proposalsWaiting: () => number): { node: R
     proposalsWaiting,
   }, { tickMs: 1_000_000, maxInbox: 1000, log: nopLogger() });
   node = n;
-  return { node: n, wal, applied, sent, raw };
+  return { node: n, wal, applied, sent, raw, storage };
 }
 
 /** Starts leaderOfThree's node and elects it with member 2's vote; returns the term. */
@@ -189,6 +207,58 @@ describe('node loop', () => {
 });
 
 describe('resident Raft log bytes', () => {
+  const kib = (tag: string): Buffer => Buffer.concat([Buffer.from(tag), Buffer.alloc(1024 - tag.length, 0x61)]);
+  const proposeAll = (n: RaftNode, datas: Buffer[]): void => {
+    for (const d of datas) {
+      n.propose(d, (e) => {
+        throw e;
+      });
+    }
+  };
+
+  it('a lone member keeps no applied entry in memory, and reads any of them back from the WAL', async () => {
+    const { node: n, applied, storage } = startNode([1n], () => 0);
+    n.start();
+    await until(() => applied.some((e) => e.type === EntryType.ConfChange), 'bootstrap entry');
+    n.enqueue((r) => r.campaign());
+    await until(() => applied.some((e) => e.type === EntryType.Normal && e.data.length === 0), "the leader's empty entry to apply");
+    const datas = Array.from({ length: 20 }, (_, i) => kib(`put-${i}`));
+    proposeAll(n, datas);
+    await until(() => applied.filter((e) => e.data.length === 1024).length === 20, 'the 20 writes to apply');
+    await n.stop();
+    expect(storage.residentDataBytes()).toBe(0);
+    const first = applied.find((e) => e.data.length === 1024)!.index;
+    expect(storage.entries(first, first + 20, Infinity).map((e) => e.data)).toEqual(datas);
+  });
+
+  it('a leader of three keeps the last entries it may have to send, up to the budget', async () => {
+    const l = leaderOfThree();
+    const { node: n, applied, raw, storage } = l;
+    const term = await elect(l);
+    const datas = Array.from({ length: 20 }, (_, i) => kib(`put-${i}`));
+    proposeAll(n, datas);
+    await until(() => raw.raft.raftLog.lastIndex() >= 3 + 1 + 20, 'the 20 writes to be appended');
+    n.step(newMessage({ type: MessageType.MsgAppResp, from: 2n, to: 1n, term, index: raw.raft.raftLog.lastIndex() }));
+    await until(() => applied.filter((e) => e.data.length === 1024).length === 20, 'the 20 writes to apply');
+    await n.stop();
+    // All 20 (4 MiB is the budget); the membership entries applied before it led may be gone.
+    expect(storage.residentDataBytes()).toBeGreaterThanOrEqual(20 * 1024);
+    expect(storage.residentDataBytes()).toBeLessThan(21 * 1024);
+  });
+
+  it('a follower keeps no applied entry in memory', async () => {
+    const { node: n, applied, storage } = startNode([1n, 2n, 3n], () => 0);
+    n.start();
+    await until(() => applied.filter((e) => e.type === EntryType.ConfChange).length === 3, 'bootstrap entries');
+    const datas = Array.from({ length: 20 }, (_, i) => kib(`put-${i}`));
+    const entries = datas.map((data, i) => ({ term: 2, index: 4 + i, type: EntryType.Normal, data }));
+    n.step(newMessage({ type: MessageType.MsgApp, from: 2n, to: 1n, term: 2, logTerm: 1, index: 3, entries, commit: 23 }));
+    await until(() => applied.filter((e) => e.data.length === 1024).length === 20, 'the 20 writes to apply');
+    await n.stop();
+    expect(storage.residentDataBytes()).toBe(0);
+    expect(storage.entries(4, 24, Infinity).map((e) => e.data)).toEqual(datas);
+  });
+
   it('is 4 MiB unless ETCDTS_RAFT_LOG_RESIDENT_BYTES says otherwise, and refuses a bad value', () => {
     expect(residentLogBytes({})).toBe(RESIDENT_LOG_BYTES);
     expect(RESIDENT_LOG_BYTES).toBe(4 * 1024 * 1024);
