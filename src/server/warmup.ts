@@ -53,7 +53,8 @@ export interface WarmUpOptions {
  * sent together) is answered faster the more of the code V8 has optimized by then. 5 alternating
  * fresh starts each (session 32), the load's p99 per transaction with 2040 warm-up puts 157-217 ms
  * (median 173), with 5050 144-186 (168), with 9999 131-158 (152); the warm-up took 79 and 184 ms of
- * the start's first idle turns, and an idle member was 1-3 MiB larger (77-79 vs 80 MiB).
+ * the start's first idle turns; an idle member (35 s after its start) is 80-82 MiB against 77-79
+ * (70-71 without a warm-up).
  */
 export const WARM_UP_DEFAULTS = { txns: 99, putsPerTxn: 100, valueBytes: 256 } as const;
 /** Bounds: the warm-up delays the first request it is meant to speed up. */
