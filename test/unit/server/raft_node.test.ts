@@ -97,6 +97,14 @@ async function elect(l: ReturnType<typeof leaderOfThree>): Promise<number> {
   return term;
 }
 
+/** Starts a lone member's node and elects it; resolves once its empty entry is applied. */
+async function leadAlone({ node: n, applied }: Started): Promise<void> {
+  n.start();
+  await until(() => applied.some((e) => e.type === EntryType.ConfChange), 'bootstrap entry');
+  n.enqueue((r) => r.campaign());
+  await until(() => applied.some((e) => e.type === EntryType.Normal && e.data.length === 0), "the leader's empty entry to apply");
+}
+
 describe('node loop', () => {
   it('applies what followers acknowledged while its own next write is still being fsynced', async () => {
     const l = leaderOfThree();
@@ -134,11 +142,9 @@ describe('node loop', () => {
 
   it('syncs inline only after a run of one-entry saves on a fast disk, when that entry is the only write waiting', async () => {
     let waiting = 1;
-    const { node: n, wal, applied } = startNode([1n], () => waiting);
-    n.start();
-    await until(() => applied.some((e) => e.type === EntryType.ConfChange), 'bootstrap entry');
-    n.enqueue((r) => r.campaign());
-    await until(() => applied.some((e) => e.type === EntryType.Normal && e.data.length === 0), "the leader's empty entry to apply");
+    const lone = startNode([1n], () => waiting);
+    const { node: n, wal, applied } = lone;
+    await leadAlone(lone);
     let seq = 0;
     const propose = async (count: number): Promise<{ entries: number; mustSync: boolean; inline: boolean }> => {
       const before = wal.saves.length;
@@ -207,39 +213,38 @@ describe('node loop', () => {
 });
 
 describe('resident Raft log bytes', () => {
-  const kib = (tag: string): Buffer => Buffer.concat([Buffer.from(tag), Buffer.alloc(1024 - tag.length, 0x61)]);
-  const proposeAll = (n: RaftNode, datas: Buffer[]): void => {
-    for (const d of datas) {
+  /** Twenty writes of 1 KiB each, told apart by their first bytes. */
+  const writes = Array.from({ length: 20 }, (_, i) => Buffer.concat([Buffer.from(`put-${i}`), Buffer.alloc(1024 - `put-${i}`.length, 0x61)]));
+  const proposeWrites = (n: RaftNode): void => {
+    for (const d of writes) {
       n.propose(d, (e) => {
         throw e;
       });
     }
   };
+  const writesApplied = (applied: Entry[]): Promise<void> =>
+    until(() => applied.filter((e) => e.data.length === 1024).length === writes.length, 'the 20 writes to apply');
 
   it('a lone member keeps no applied entry in memory, and reads any of them back from the WAL', async () => {
-    const { node: n, applied, storage } = startNode([1n], () => 0);
-    n.start();
-    await until(() => applied.some((e) => e.type === EntryType.ConfChange), 'bootstrap entry');
-    n.enqueue((r) => r.campaign());
-    await until(() => applied.some((e) => e.type === EntryType.Normal && e.data.length === 0), "the leader's empty entry to apply");
-    const datas = Array.from({ length: 20 }, (_, i) => kib(`put-${i}`));
-    proposeAll(n, datas);
-    await until(() => applied.filter((e) => e.data.length === 1024).length === 20, 'the 20 writes to apply');
+    const lone = startNode([1n], () => 0);
+    const { node: n, applied, storage } = lone;
+    await leadAlone(lone);
+    proposeWrites(n);
+    await writesApplied(applied);
     await n.stop();
     expect(storage.residentDataBytes()).toBe(0);
     const first = applied.find((e) => e.data.length === 1024)!.index;
-    expect(storage.entries(first, first + 20, Infinity).map((e) => e.data)).toEqual(datas);
+    expect(storage.entries(first, first + 20, Infinity).map((e) => e.data)).toEqual(writes);
   });
 
   it('a leader of three keeps the last entries it may have to send, up to the budget', async () => {
     const l = leaderOfThree();
     const { node: n, applied, raw, storage } = l;
     const term = await elect(l);
-    const datas = Array.from({ length: 20 }, (_, i) => kib(`put-${i}`));
-    proposeAll(n, datas);
+    proposeWrites(n);
     await until(() => raw.raft.raftLog.lastIndex() >= 3 + 1 + 20, 'the 20 writes to be appended');
     n.step(newMessage({ type: MessageType.MsgAppResp, from: 2n, to: 1n, term, index: raw.raft.raftLog.lastIndex() }));
-    await until(() => applied.filter((e) => e.data.length === 1024).length === 20, 'the 20 writes to apply');
+    await writesApplied(applied);
     await n.stop();
     // All 20 (4 MiB is the budget); the membership entries applied before it led may be gone.
     expect(storage.residentDataBytes()).toBeGreaterThanOrEqual(20 * 1024);
@@ -250,13 +255,12 @@ describe('resident Raft log bytes', () => {
     const { node: n, applied, storage } = startNode([1n, 2n, 3n], () => 0);
     n.start();
     await until(() => applied.filter((e) => e.type === EntryType.ConfChange).length === 3, 'bootstrap entries');
-    const datas = Array.from({ length: 20 }, (_, i) => kib(`put-${i}`));
-    const entries = datas.map((data, i) => ({ term: 2, index: 4 + i, type: EntryType.Normal, data }));
+    const entries = writes.map((data, i) => ({ term: 2, index: 4 + i, type: EntryType.Normal, data }));
     n.step(newMessage({ type: MessageType.MsgApp, from: 2n, to: 1n, term: 2, logTerm: 1, index: 3, entries, commit: 23 }));
-    await until(() => applied.filter((e) => e.data.length === 1024).length === 20, 'the 20 writes to apply');
+    await writesApplied(applied);
     await n.stop();
     expect(storage.residentDataBytes()).toBe(0);
-    expect(storage.entries(4, 24, Infinity).map((e) => e.data)).toEqual(datas);
+    expect(storage.entries(4, 24, Infinity).map((e) => e.data)).toEqual(writes);
   });
 
   it('is 4 MiB unless ETCDTS_RAFT_LOG_RESIDENT_BYTES says otherwise, and refuses a bad value', () => {
