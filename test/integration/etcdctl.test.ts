@@ -232,9 +232,14 @@ describe('watch', () => {
     const w = new BackgroundEtcdctl(['watch', ...args], { endpoint: m.clientHostPort });
     background.push(w);
     let n = 0;
+    let last = '';
     await waitFor('watch to be live', async () => {
-      await ok(['put', probeKey, `probe${n++}`]);
-      return w.stdout().includes(`PUT\n${probeKey}\n`);
+      // Live once the last probe's event is printed whole (etcdctl prints an event line by line,
+      // and a caller slicing the output from here must not cut one in half).
+      if (last !== '' && w.stdout().endsWith(`\n${probeKey}\n${last}\n`)) return true;
+      last = `probe${n++}`;
+      await ok(['put', probeKey, last]);
+      return false;
     }, { timeoutMs: 10_000, intervalMs: 200 });
     return w;
   }
