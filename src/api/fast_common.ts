@@ -8,7 +8,7 @@ import * as grpc from '@grpc/grpc-js';
 import { hookServerStreams } from '../grpcjs/stream_hook';
 import { ERROR_HEADERS } from '../grpcjs/wire';
 
-export { COMPRESSED_IDENTITY_TEXT, ERROR_HEADERS, FRAME_HEADER_BYTES, RESPONSE_HEADERS, frameMessage } from '../grpcjs/wire';
+export { COMPRESSED_IDENTITY_TEXT, ERROR_HEADERS, FRAME_HEADER_BYTES, RESPONSE_HEADERS, frameMessage, frameMessages } from '../grpcjs/wire';
 
 /** The handler types grpc-js registers ("unary", "bidi", ...), as in its `handlers` map. */
 export type HandlerType = 'unary' | 'clientStream' | 'serverStream' | 'bidi';

@@ -16,7 +16,7 @@ import {
   RESPONSE_HEADERS,
   authContextOf,
   errorStatus,
-  frameMessage,
+  frameMessages,
   hostOf,
   peerOf,
   statusTrailers,
@@ -174,8 +174,9 @@ export class FastDuplexCall extends EventEmitter {
   private endEmitted = false;
   /** Request bodies read from the HTTP/2 stream but not delivered, while paused (at most one chunk's worth). */
   private inbox: Buffer[] = [];
-  /** Framed responses written this turn, sent together on the next tick. */
+  /** Responses written this turn (encoded, not yet framed), sent together on the next tick. */
   private out: Buffer[] = [];
+  /** Their bytes once framed. */
   private outBytes = 0;
   private flushScheduled = false;
   private readonly flushBound = (): void => this.flush();
@@ -274,9 +275,8 @@ export class FastDuplexCall extends EventEmitter {
     }
     this.sendMetadata();
     this.tracker?.sent();
-    const frame = frameMessage(body);
-    this.out.push(frame);
-    this.outBytes += frame.length;
+    this.out.push(body);
+    this.outBytes += FRAME_HEADER_BYTES + body.length;
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       // A microtask, not nextTick: the apply that emits watch events resolves its proposals after,
@@ -302,7 +302,7 @@ export class FastDuplexCall extends EventEmitter {
       this.outBytes = 0;
       return;
     }
-    const buf = this.out.length === 1 ? this.out[0]! : Buffer.concat(this.out, this.outBytes);
+    const buf = frameMessages(this.out, this.outBytes);
     this.out = [];
     this.outBytes = 0;
     const ok = this.stream.write(buf);
@@ -358,7 +358,7 @@ export class FastDuplexCall extends EventEmitter {
       return;
     }
     if (this.out.length > 0) {
-      s.write(this.out.length === 1 ? this.out[0]! : Buffer.concat(this.out, this.outBytes));
+      s.write(frameMessages(this.out, this.outBytes));
       this.out = [];
       this.outBytes = 0;
     }
