@@ -19,6 +19,8 @@ export interface LeaseAttacher {
   exists(id: bigint): boolean;
   attach(id: bigint, key: Buffer): void;
   detach(id: bigint, key: Buffer): void;
+  /** The lease holding `key` now, 0n when none (etcd's GetLease). */
+  leaseOf(key: Buffer): bigint;
 }
 
 /** The API layer rejects these before Raft; checked again so a raw entry cannot slip past. */
@@ -44,8 +46,11 @@ export function applyPut(txn: WriteTxn, leases: LeaseAttacher, req: pb.PutReques
 }
 
 function doPut(txn: WriteTxn, leases: LeaseAttacher, key: Buffer, value: Buffer, lease: bigint, wantPrev: boolean): pb.PutResponse {
-  const { prevKv } = txn.put(key, value, lease);
-  if (prevKv && prevKv.lease !== 0n) leases.detach(prevKv.lease, key);
+  const { prevKv } = txn.put(key, value, lease, wantPrev);
+  // As etcd's put: the lease the key had is the lessor's to say, so the previous value is read
+  // only for a client that asked for it.
+  const held = leases.leaseOf(key);
+  if (held !== 0n) leases.detach(held, key);
   if (lease !== 0n) leases.attach(lease, key);
   return { header: revHeader(txn.rev), prevKv: wantPrev && prevKv ? toPbKv(prevKv) : null };
 }

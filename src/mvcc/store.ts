@@ -33,7 +33,11 @@ export interface RangeReader {
 }
 
 export interface WriteTxn extends RangeReader {
-  put(key: Buffer, value: Buffer, lease: bigint): { prevKv: KeyValue | null };
+  /**
+   * prevKv: the key's value before this put, read when `wantPrev` or when live events must carry it
+   * (MvccStore.eventsNeedPrevKv); null otherwise, and for a key that did not exist.
+   */
+  put(key: Buffer, value: Buffer, lease: bigint, wantPrev?: boolean): { prevKv: KeyValue | null };
   /** prevKvs: the deleted keys' last values (always filled: callers detach their leases). */
   deleteRange(key: Buffer, end: Buffer | null): { deleted: number; prevKvs: KeyValue[] };
   /** The revision this txn writes at once it wrote (current + 1), else the current one. */
@@ -100,6 +104,13 @@ export class MvccStore {
   /** -1 before the first compaction, as etcd. */
   private compactMainRev = -1;
   private readonly listeners: EventsListener[] = [];
+  /**
+   * Whether a put's live event must carry the key's previous value (prev_kv): the watch hub
+   * answers whether any watcher asked for it (server.ts). Until told, every put reads it. Read per
+   * put, inside its apply: the events reach the listeners later in the same turn, before any new
+   * watcher can start.
+   */
+  eventsNeedPrevKv: () => boolean = () => true;
   private openTxn: StoreWriteTxn | null = null;
   /** Revisions written in the running batch, delivered to listeners after it commits (bounded by the batch). */
   private pendingNotify: Array<{ events: MvccEvent[]; rev: number }> = [];
@@ -290,12 +301,14 @@ export class MvccStore {
   }
 
   /** @internal used by StoreWriteTxn */
-  txnPut(rev: number, sub: number, key: Buffer, value: Buffer, lease: bigint): { kv: KeyValue; prevKv: KeyValue | null } {
+  txnPut(rev: number, sub: number, key: Buffer, value: Buffer, lease: bigint, withPrevKv: boolean): { kv: KeyValue; prevKv: KeyValue | null } {
     const keyStr = key.toString('latin1');
     // One lookup in the ordered index serves both the previous version and the put.
     const ki = this.index.keyIndex(keyStr);
     const prev = ki ? ki.get(rev) : null;
-    const prevKv = prev ? this.readRecord(prev.modMain, prev.modSub) : null;
+    // The index holds the previous version's create revision and version; its record (a read of
+    // the data file and a copy of its value) only when someone asked for it.
+    const prevKv = withPrevKv && prev ? this.readRecord(prev.modMain, prev.modSub) : null;
     // The KeyValue's key and value are views into the record it is stored as: it holds none of
     // the request's buffers.
     const { kv, record } = encodeStoredKeyValue(key, prev ? prev.createdMain : rev, rev, prev ? prev.ver + 1 : 1, value, lease);
@@ -571,11 +584,11 @@ class StoreWriteTxn implements WriteTxn {
     return this.store.rangeAt(key, end, this.rev, opts);
   }
 
-  put(key: Buffer, value: Buffer, lease: bigint): { prevKv: KeyValue | null } {
+  put(key: Buffer, value: Buffer, lease: bigint, wantPrev = false): { prevKv: KeyValue | null } {
     assert(!this.ended, 'txn already ended');
     assert(key.length > 0, 'empty key');
     const rev = this.beginRev + 1;
-    const { kv, prevKv } = this.store.txnPut(rev, this.events.length, key, value, lease);
+    const { kv, prevKv } = this.store.txnPut(rev, this.events.length, key, value, lease, wantPrev || this.store.eventsNeedPrevKv());
     this.events.push({ type: EventType.PUT, kv, prevKv });
     return { prevKv };
   }

@@ -253,6 +253,7 @@ export class EtcdServer implements EtcdServerApi {
     lessor.recover(mvcc.keysWithLease());
     const watchHub = new WatchHub(mvcc, { progressNotifyIntervalMs: cfg.watchProgressNotifyIntervalMs });
     mvcc.onEvents((events, rev) => watchHub.notify(events, rev));
+    mvcc.eventsNeedPrevKv = () => watchHub.wantsPrevKv();
     const authStore = new AuthStore(backend.subDb('auth'));
     const tokens = tokenProviderFromSpec(cfg.authToken ?? 'simple', cfg.authTokenTtlSec ?? 300);
     if (authStore.isEnabled()) tokens.enable();

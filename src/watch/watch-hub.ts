@@ -170,6 +170,24 @@ export class WatchHub {
     return this.rev;
   }
 
+  /** Watchers (synced or catching up) that asked for prev_kv. */
+  private prevKvWatchers = 0;
+
+  /**
+   * Whether live events must carry prev_kv: some watcher in either set asked for it. (One that
+   * catches up reads its events, prev_kv included, from the store; counting it too keeps this
+   * true across its move to the synced set.)
+   */
+  wantsPrevKv(): boolean {
+    return this.prevKvWatchers > 0;
+  }
+
+  private forgetPrevKv(w: Watcher): void {
+    if (!w.prevKv) return;
+    this.prevKvWatchers--;
+    if (this.prevKvWatchers < 0) assert.fail('more prev_kv watchers left than came');
+  }
+
   /**
    * The events of one committed revision (prevKv filled by the store). Call once per
    * revision, in order, after the write is readable through eventsInRange. A revision at or
@@ -301,6 +319,7 @@ export class WatchHub {
     if (synced) this.synced.add(w);
     else this.unsynced.add(w);
     if (w.progressNotify) this.progressWatchers.add(w);
+    if (w.prevKv) this.prevKvWatchers++;
     return w;
   }
 
@@ -313,8 +332,14 @@ export class WatchHub {
   dropWatcher(w: Watcher): void {
     if (w.state === 'synced') assert(this.synced.delete(w));
     else if (w.state === 'unsynced') assert(this.unsynced.delete(w));
+    else {
+      // Already out of both sets (compacted, or dropped before): counted out then.
+      w.state = 'gone';
+      return;
+    }
     this.progressWatchers.delete(w);
     w.state = 'gone';
+    this.forgetPrevKv(w);
   }
 
   /** @internal */
@@ -492,6 +517,7 @@ export class WatchHub {
     assert(this.unsynced.delete(w));
     this.progressWatchers.delete(w);
     w.state = 'compacted';
+    this.forgetPrevKv(w);
     // etcd's response for this case carries no revision: its header revision is 0.
     (w.owner as HubStream).emit(response(w.id, 0, { compactRevision: compactRev, canceled: true }));
   }

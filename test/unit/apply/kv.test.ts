@@ -127,20 +127,26 @@ describe('applyRange', () => {
 });
 
 describe('applyPut', () => {
-  it('returns prev_kv, the new revision, and manages lease attachment', () => {
-    const x = setup([10n, 11n]);
-    const r1 = x.put(putReq('k', 'v1', { lease: '10', prevKv: true }));
-    expect(r1.prevKv).toBeNull();
-    expect(r1.header?.revision).toBe('2');
-    expect(x.leases.keys(10n)).toEqual(['k']);
-    const r2 = x.put(putReq('k', 'v2', { lease: '11', prevKv: true }));
-    expect(r2.prevKv).toMatchObject({ value: Buffer.from('v1'), lease: '10', version: '1', modRevision: '2', createRevision: '2' });
-    expect(x.leases.keys(10n)).toEqual([]);
-    expect(x.leases.keys(11n)).toEqual(['k']);
-    const r3 = x.put(putReq('k', 'v3'));
-    expect(r3.prevKv).toBeNull(); // not asked
-    expect(x.leases.keys(11n)).toEqual([]);
-  });
+  for (const watchersWantPrev of [true, false]) {
+    it(`returns prev_kv, the new revision, and manages lease attachment (watchers ${watchersWantPrev ? 'want' : 'do not want'} prev_kv)`, () => {
+      const x = setup([10n, 11n]);
+      // Without prev_kv watchers a put reads the previous value only for its own answer.
+      x.store.eventsNeedPrevKv = () => watchersWantPrev;
+      const r1 = x.put(putReq('k', 'v1', { lease: '10', prevKv: true }));
+      expect(r1.prevKv).toBeNull();
+      expect(r1.header?.revision).toBe('2');
+      expect(x.leases.keys(10n)).toEqual(['k']);
+      const r2 = x.put(putReq('k', 'v2', { lease: '11', prevKv: true }));
+      expect(r2.prevKv).toMatchObject({ value: Buffer.from('v1'), lease: '10', version: '1', modRevision: '2', createRevision: '2' });
+      expect(x.leases.keys(10n)).toEqual([]);
+      expect(x.leases.keys(11n)).toEqual(['k']);
+      const r3 = x.put(putReq('k', 'v3'));
+      expect(r3.prevKv).toBeNull(); // not asked
+      expect(x.leases.keys(11n)).toEqual([]);
+      // Version and create revision come from the key index either way.
+      expect(x.range(rangeReq('k')).kvs[0]).toMatchObject({ value: Buffer.from('v3'), lease: '0', version: '3', modRevision: '4', createRevision: '2' });
+    });
+  }
 
   it('rejects an empty key with etcd\'s error, not a crash', () => {
     const x = setup();

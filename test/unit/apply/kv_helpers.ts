@@ -17,6 +17,10 @@ export class FakeLeases implements LeaseAttacher {
   detach(id: bigint, key: Buffer): void {
     this.attached.get(id)?.delete(key.toString());
   }
+  leaseOf(key: Buffer): bigint {
+    for (const [id, keys] of this.attached) if (keys.has(key.toString())) return id;
+    return 0n;
+  }
   keys(id: bigint): string[] {
     return [...(this.attached.get(id) ?? [])].sort();
   }

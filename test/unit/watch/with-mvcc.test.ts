@@ -9,6 +9,7 @@ import { MvccStore } from '../../../src/mvcc/store';
 import { Lessor } from '../../../src/lease/lessor';
 import { WatchHub } from '../../../src/watch/watch-hub';
 import type { WatchStreamEvent } from '../../../src/watch/types';
+import type { MvccEvent } from '../../../src/mvcc/types';
 import { params, view } from './helpers';
 
 const cleanups: Array<() => Promise<void>> = [];
@@ -25,6 +26,10 @@ function open() {
   lessor.recover(mvcc.keysWithLease());
   const hub = new WatchHub(mvcc, { progressNotifyIntervalMs: 60_000 });
   mvcc.onEvents((events, rev) => hub.notify(events, rev));
+  // As server.ts wires them: a put reads the key's previous value only while a watcher asked for it.
+  mvcc.eventsNeedPrevKv = () => hub.wantsPrevKv();
+  const stored: MvccEvent[] = [];
+  mvcc.onEvents((events) => stored.push(...events));
   cleanups.push(async () => {
     hub.close();
     await new Promise((r) => setTimeout(r, 20));
@@ -35,8 +40,9 @@ function open() {
   const put = (key: string, value: string, lease = 0n) =>
     backend.batch(() => {
       const txn = mvcc.write();
-      const { prevKv } = txn.put(Buffer.from(key), Buffer.from(value), lease);
-      if (prevKv && prevKv.lease !== 0n) lessor.detach(prevKv.lease, Buffer.from(key));
+      txn.put(Buffer.from(key), Buffer.from(value), lease);
+      const held = lessor.leaseOf(Buffer.from(key));
+      if (held !== 0n) lessor.detach(held, Buffer.from(key));
       if (lease !== 0n) lessor.attach(lease, Buffer.from(key));
       txn.end();
     });
@@ -47,7 +53,7 @@ function open() {
       for (const k of keys) txn.deleteRange(k, null);
       txn.end();
     });
-  return { backend, mvcc, lessor, hub, put, revoke, clock };
+  return { backend, mvcc, lessor, hub, put, revoke, clock, stored };
 }
 
 async function until(cond: () => boolean, what: string, timeoutMs = 5000): Promise<void> {
@@ -92,5 +98,45 @@ describe('WatchHub + Lessor on the real MVCC store', () => {
     await until(() => hub.slowWatcherCount() === 0, 'catch-up');
     expect(got.find((r) => r.watchId === old && r.canceled)).toMatchObject({ compactRevision: 5, headerRevision: 0 });
     expect(got.filter((r) => r.watchId === atCompact).flatMap((r) => view(r.events))).toEqual(['PUT k@5=3', 'PUT k@6=4']);
+  });
+
+  it('live events carry prev_kv while some watcher asked for it, and only then', async () => {
+    const { hub, mvcc, put, backend, stored } = open();
+    const got: WatchStreamEvent[] = [];
+    const s = hub.openStream((e) => (got.push(e), true));
+    const seen = (id: number): string[] => got.filter((r) => r.watchId === id).flatMap((r) => view(r.events));
+    const plain = s.create(params({ key: 'k' }));
+    put('k', '1'); // 2
+    put('k', '2'); // 3
+    expect(hub.wantsPrevKv()).toBe(false);
+    expect(stored[stored.length - 1].prevKv).toBeNull();
+
+    const withPrev = s.create(params({ key: 'k', prevKv: true }));
+    expect(hub.wantsPrevKv()).toBe(true);
+    put('k', '3'); // 4
+    expect(seen(withPrev)).toEqual(['PUT k@4=3 prev=2@3']);
+    expect(seen(plain)).toEqual(['PUT k@2=1', 'PUT k@3=2', 'PUT k@4=3']);
+
+    expect(s.cancel(withPrev)).toBe(true);
+    expect(hub.wantsPrevKv()).toBe(false);
+    put('k', '4'); // 5
+    expect(stored[stored.length - 1].prevKv).toBeNull();
+
+    // One catching up from the past counts from its start, through its move to the live set.
+    const replay = s.create(params({ key: 'k', startRevision: 2, prevKv: true }));
+    expect(hub.wantsPrevKv()).toBe(true);
+    await until(() => hub.slowWatcherCount() === 0, 'catch-up');
+    put('k', '5'); // 6
+    expect(seen(replay)).toEqual(['PUT k@2=1', 'PUT k@3=2 prev=1@2', 'PUT k@4=3 prev=2@3', 'PUT k@5=4 prev=3@4', 'PUT k@6=5 prev=4@5']);
+
+    // One that found its start compacted away is out; so is every watcher of a closed stream.
+    await backend.batch(() => mvcc.compact(6)).done;
+    const late = s.create(params({ key: 'k', startRevision: 3, prevKv: true }));
+    await until(() => got.some((r) => r.watchId === late && r.canceled), 'compacted');
+    expect(hub.wantsPrevKv()).toBe(true); // `replay` is still there
+    s.close();
+    expect(hub.wantsPrevKv()).toBe(false);
+    put('k', '6'); // 7
+    expect(stored[stored.length - 1].prevKv).toBeNull();
   });
 });
