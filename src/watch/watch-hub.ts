@@ -189,9 +189,9 @@ export class WatchHub {
   }
 
   /**
-   * The events of one committed revision (prevKv filled by the store). Call once per
-   * revision, in order, after the write is readable through eventsInRange. A revision at or
-   * below one already notified is ignored.
+   * The events of one committed revision (prevKv filled by the store while wantsPrevKv()). Call
+   * once per revision, in order, after the write is readable through eventsInRange. A revision at
+   * or below one already notified is ignored.
    */
   notify(events: MvccEvent[], rev: number): void {
     assert(Number.isSafeInteger(rev));
