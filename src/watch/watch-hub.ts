@@ -330,16 +330,13 @@ export class WatchHub {
 
   /** @internal */
   dropWatcher(w: Watcher): void {
+    // A compacted watcher (or one dropped before) left both sets, and the prev_kv count, then.
+    const counted = w.state === 'synced' || w.state === 'unsynced';
     if (w.state === 'synced') assert(this.synced.delete(w));
     else if (w.state === 'unsynced') assert(this.unsynced.delete(w));
-    else {
-      // Already out of both sets (compacted, or dropped before): counted out then.
-      w.state = 'gone';
-      return;
-    }
     this.progressWatchers.delete(w);
     w.state = 'gone';
-    this.forgetPrevKv(w);
+    if (counted) this.forgetPrevKv(w);
   }
 
   /** @internal */

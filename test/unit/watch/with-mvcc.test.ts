@@ -11,6 +11,8 @@ import { WatchHub } from '../../../src/watch/watch-hub';
 import type { WatchStreamEvent } from '../../../src/watch/types';
 import type { MvccEvent } from '../../../src/mvcc/types';
 import { params, view } from './helpers';
+import { applyPut } from '../../../src/apply/kv';
+import { putReq } from '../apply/kv_helpers';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {
@@ -40,10 +42,7 @@ function open() {
   const put = (key: string, value: string, lease = 0n) =>
     backend.batch(() => {
       const txn = mvcc.write();
-      txn.put(Buffer.from(key), Buffer.from(value), lease);
-      const held = lessor.leaseOf(Buffer.from(key));
-      if (held !== 0n) lessor.detach(held, Buffer.from(key));
-      if (lease !== 0n) lessor.attach(lease, Buffer.from(key));
+      applyPut(txn, lessor, putReq(key, value, { lease: String(lease) }));
       txn.end();
     });
   const revoke = (id: bigint) =>
