@@ -49,6 +49,11 @@ const RELEASED: Buffer = Buffer.alloc(0);
 /** The data of an entry that has none (never read back). */
 const EMPTY: Buffer = Buffer.alloc(0);
 
+/** ents[0]: the index and term of the last compacted entry (or of the snapshot), with no data. */
+function dummyEntry(term: number, index: number): Entry {
+  return { term, index, type: 0, data: Buffer.alloc(0) };
+}
+
 /**
  * In-memory Storage. ents[0] is a dummy entry holding the index and term of the last compacted entry
  * (or of the snapshot), so ents[i] sits at raft index ents[0].index + i.
@@ -61,7 +66,7 @@ const EMPTY: Buffer = Buffer.alloc(0);
 export class MemoryStorage implements Storage {
   private hardState: HardState = { term: 0, vote: 0n, commit: 0 };
   private snap: Snapshot = emptySnapshot();
-  private ents: Entry[] = [{ term: 0, index: 0, type: 0, data: Buffer.alloc(0) }];
+  private ents: Entry[] = [dummyEntry(0, 0)];
   /** Entries up to this index hold no data in memory unless their data is empty. */
   private releasedUpTo = 0;
   /** Data bytes of the entries held in memory (not released). */
@@ -75,7 +80,7 @@ export class MemoryStorage implements Storage {
     // first snapshot at 10000 entries: 1080-1150 puts/s with p99 2.71-3.07 ms, against 1188-1242 and
     // 2.17-2.48 with this). Assigned twice here, before any of that code runs, they are ordinary fields.
     this.snap = emptySnapshot();
-    this.ents = [{ term: 0, index: 0, type: 0, data: Buffer.alloc(0) }];
+    this.ents = [dummyEntry(0, 0)];
   }
 
   /** Data bytes of the log's entries held in memory (for tests and diagnostics). */
@@ -170,7 +175,7 @@ export class MemoryStorage implements Storage {
   applySnapshot(s: Snapshot): void {
     if (this.snap.metadata.index >= s.metadata.index) throw new ErrSnapOutOfDate();
     this.snap = s;
-    this.ents = [{ term: s.metadata.term, index: s.metadata.index, type: 0, data: Buffer.alloc(0) }];
+    this.ents = [dummyEntry(s.metadata.term, s.metadata.index)];
     this.releasedUpTo = s.metadata.index;
     this.residentBytes = 0;
   }
@@ -197,7 +202,7 @@ export class MemoryStorage implements Storage {
     if (compactIndex <= offset) throw new ErrCompacted();
     assert(compactIndex <= this.lastIndex(), `compact ${compactIndex} is out of bound lastindex(${this.lastIndex()})`);
     const i = compactIndex - offset;
-    const dummy: Entry = { term: this.ents[i]!.term, index: this.ents[i]!.index, type: 0, data: Buffer.alloc(0) };
+    const dummy = dummyEntry(this.ents[i]!.term, this.ents[i]!.index);
     this.residentBytes -= this.residentIn(1, i + 1);
     this.ents = [dummy, ...this.ents.slice(i + 1)];
     if (this.releasedUpTo < compactIndex) this.releasedUpTo = compactIndex;
