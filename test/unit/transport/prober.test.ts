@@ -13,7 +13,7 @@ import { generateKubeadmPki, type KubeadmPki } from '../../helpers/certs';
 import { testTempDir } from '../../helpers/temp_dir';
 import { waitFor } from '../../helpers/wait';
 import { captureLog, listen, startNode, stopNode, type Node } from './helpers';
-import { deadPeerUrl } from '../../helpers/ports';
+import { deadPeerUrl, freePort } from '../../helpers/ports';
 
 /** Shrunk so that a test sees many probes and status checks within a second. */
 const FAST: Partial<TransportLimits> = {
@@ -213,6 +213,66 @@ describe('peer prober over TLS', () => {
 });
 
 describe('PeerProber', () => {
+  /** A peer service whose MemberInfo counts the probes it answers. */
+  async function countingPeer(port = 0): Promise<{ port: number; probes: () => number }> {
+    let probes = 0;
+    const server = new grpc.Server();
+    server.addService(PEER_SERVICE, {
+      Stream: () => {},
+      Snapshot: () => {},
+      MemberInfo: (_call: unknown, cb: grpc.sendUnaryData<Buffer>) => {
+        probes++;
+        cb(null, encodeMemberInfo({ clusterId: 1n, memberId: 2n, membersJson: '[]' }));
+      },
+    });
+    const bound = await listen(server, port);
+    cleanups.push(() => server.forceShutdown());
+    return { port: bound, probes: () => probes };
+  }
+
+  /** A prober whose interval is far beyond the test: any probe it makes is the one on connecting. */
+  function slowProber(port: number, log = captureLog().log, rtts: number[] = []): PeerProber {
+    const prober = new PeerProber({
+      peerId: 2n,
+      urls: [`http://127.0.0.1:${port}`],
+      log,
+      limits: { ...DEFAULT_LIMITS, ...FAST, proberIntervalMs: 600_000, proberTimeoutMs: 5000 },
+      credentials: () => grpc.credentials.createInsecure(),
+      metrics: { ...recorder().metrics, observeRoundTrip: (_to, s) => rtts.push(s) },
+    });
+    cleanups.push(() => prober.stop());
+    return prober;
+  }
+
+  it('probes once as soon as the connection is up, not an interval later', async () => {
+    const peer = await countingPeer();
+    const rtts: number[] = [];
+    const prober = slowProber(peer.port, captureLog().log, rtts);
+    prober.start();
+    await waitFor('a probe answered long before the first interval', () => prober.counts().succeeded === 1, { timeoutMs: 5000, intervalMs: 5 });
+    expect(prober.isHealthy()).toBe(true);
+    // Several status checks later (every 60 ms), still that one probe: it is not repeated.
+    await waitFor('three status checks observing its RTT', () => rtts.length >= 3, { timeoutMs: 5000 });
+    expect(peer.probes()).toBe(1);
+    expect(prober.counts()).toEqual({ succeeded: 1, failed: 0 });
+    expect(new Set(rtts).size).toBe(1);
+  });
+
+  it('probes a peer that starts listening later, once it is reachable', async () => {
+    const port = await freePort();
+    const cap = captureLog();
+    const prober = slowProber(port, cap.log);
+    prober.start();
+    // Running, and the peer not yet probed: the status checks call it unhealthy.
+    await waitFor('an unhealthy status for the silent peer', () => cap.entries().some((e) => e.msg === UNHEALTHY), { timeoutMs: 5000 });
+    expect(prober.counts()).toEqual({ succeeded: 0, failed: 0 });
+    const peer = await countingPeer(port);
+    // grpc-js redials within reconnectMaxMs (2 s); the probe follows the connection.
+    await waitFor('the late peer probed', () => prober.counts().succeeded === 1, { timeoutMs: 8000, intervalMs: 5 });
+    expect(peer.probes()).toBe(1);
+    expect(prober.isHealthy()).toBe(true);
+  });
+
   it("keeps probing's smoothed RTT: starts at 0, weighs each sample 1/8", async () => {
     const delayMs = 100;
     const server = new grpc.Server();
