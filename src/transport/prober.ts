@@ -79,9 +79,10 @@ export class PeerProber {
    * load had shown it: --trace-deopt saw ~40 optimized functions thrown away on the leader at
    * once, and the next run of 1600 writes compiled 39-57 functions on the leader (16 with this
    * probe) while it ran slower code meanwhile. Three members, one client, runs of 1600 puts
-   * on fresh clusters (5 alternating clusters each): the second run 932-973 puts/s (p99 3.6-4.0
-   * ms) with the first probe at 4 s, 1001-1161 (p99 2.5-3.3) with this one, 1004-1180 with no
-   * probes at all. Gives up at `deadlineMs`, when the interval's first probe takes over.
+   * on fresh clusters, alternating: the second run 932-1026 puts/s (median 960, p99 3.6-4.4 ms;
+   * 13 clusters) with the first probe at 4 s, 1001-1161 (median 1101, p99 2.5-3.4; 11) with this
+   * one, 1004-1193 (median 1138; 15) with no probes at all. Gives up at `deadlineMs`, when the
+   * interval's first probe takes over.
    */
   private probeWhenConnected(client: grpc.Client, deadlineMs: number): void {
     const channel = client.getChannel();
