@@ -42,4 +42,12 @@ if [[ $build == 1 || ! -f "$snap/dist/scripts/bench/run.js" ]]; then
   (cd "$root" && git rev-parse --short HEAD 2>/dev/null && git status --short src | head -50) >"$snap/REVISION" || true
 fi
 
+# Say which code is measured: --no-build measures whatever the last build left in $snap.
+rev="$(head -n 1 "$snap/REVISION" 2>/dev/null || true)"
+head_rev="$(cd "$root" && git rev-parse --short HEAD 2>/dev/null || true)"
+echo "bench: ours is the snapshot of ${rev:-an unknown revision} in $snap" >&2
+if [[ $build == 0 && "$rev" != "$head_rev" ]]; then
+  echo "bench: warning: --no-build reuses that snapshot; HEAD is ${head_rev:-unknown} (build without --no-build to measure it)" >&2
+fi
+
 exec node "$snap/dist/scripts/bench/run.js" "${args[@]}"
