@@ -51,7 +51,7 @@ const EMPTY: Buffer = Buffer.alloc(0);
 
 /** ents[0]: the index and term of the last compacted entry (or of the snapshot), with no data. */
 function dummyEntry(term: number, index: number): Entry {
-  return { term, index, type: 0, data: Buffer.alloc(0) };
+  return { term, index, type: 0, data: EMPTY };
 }
 
 /**
