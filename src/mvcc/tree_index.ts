@@ -11,8 +11,16 @@ export interface IndexHit extends IndexGet {
   key: string;
 }
 
+/**
+ * Byte order of latin1 keys. sorted-btree's default comparator first tests for numbers, then
+ * compares types, then runs up to three comparisons: ~1 µs of every insert in a 1M-key restart.
+ */
+function compareKeys(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 export class TreeIndex {
-  private readonly tree = new BTree<string, KeyIndex>();
+  private readonly tree = new BTree<string, KeyIndex>(undefined, compareKeys);
   private live = 0;
 
   /** Live (not deleted) keys. */
