@@ -25,8 +25,7 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { readProc } from './bench/procstat';
 import { freePort, type Launcher } from './bench/servers';
-
-type SystemName = 'etcd' | 'ours';
+import type { SystemName } from './bench/table';
 
 interface Options {
   keys: number;
