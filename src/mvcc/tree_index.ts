@@ -1,7 +1,7 @@
 // The in-memory ordered index of every key's history. Keys are latin1 strings: one char per
 // byte, so JS string order is byte order and V8 stores them compactly.
 import assert from 'node:assert';
-import BTree from 'sorted-btree';
+import BTree, { simpleComparator } from 'sorted-btree';
 import { KeyIndex, type IndexGet } from './key_index';
 
 /** `end`: null = just `key`; '' = no upper bound; otherwise the exclusive upper bound. */
@@ -11,16 +11,10 @@ export interface IndexHit extends IndexGet {
   key: string;
 }
 
-/**
- * Byte order of latin1 keys. sorted-btree's default comparator first tests for numbers, then
- * compares types, then runs up to three comparisons: ~1 µs of every insert in a 1M-key restart.
- */
-function compareKeys(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
-
 export class TreeIndex {
-  private readonly tree = new BTree<string, KeyIndex>(undefined, compareKeys);
+  // Latin1 keys compare in byte order as plain strings. sorted-btree's default comparator first
+  // tests for numbers and compares types (1M keys: inserts ~5% and lookups ~20% slower with it).
+  private readonly tree = new BTree<string, KeyIndex>(undefined, simpleComparator);
   private live = 0;
 
   /** Live (not deleted) keys. */
