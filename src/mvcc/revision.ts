@@ -30,7 +30,12 @@ function writeU64(b: Buffer, v: number, at: number): void {
 }
 
 function readU64(b: Buffer, at: number): number {
-  const v = b.readUInt32BE(at) * TWO_32 + b.readUInt32BE(at + 4);
+  const hi = b.readUInt32BE(at);
+  const lo = b.readUInt32BE(at + 4);
+  // hi * 2^32 is a double even when hi is 0, and a double stored into a KeyIndex field makes
+  // V8 box that field in every KeyIndex (16 bytes each): small revisions stay small integers.
+  if (hi === 0) return lo;
+  const v = hi * TWO_32 + lo;
   assert(Number.isSafeInteger(v), 'revision beyond 2^53');
   return v;
 }
