@@ -234,9 +234,8 @@ function truncated(): never {
   assert.fail('truncated varint in stored KeyValue');
 }
 
-/** A varint below 2^53 (lengths, revisions, versions) at p. */
-function readSmall(buf: Uint8Array, p: number): number {
-  const len = buf.length;
+/** A varint below 2^53 (lengths, revisions, versions) at p, within buf[0, len). */
+function readSmall(buf: Uint8Array, p: number, len: number): number {
   let result = 0;
   let mul = 1;
   for (let i = 0; i < 8; i++) {
@@ -251,13 +250,12 @@ function readSmall(buf: Uint8Array, p: number): number {
     }
     mul *= 128;
   }
-  const v = readBig(buf, p - 8);
+  const v = readBig(buf, p - 8, len);
   assert(v <= BigInt(Number.MAX_SAFE_INTEGER), 'varint beyond 2^53 in stored KeyValue');
   return Number(v);
 }
 
-function readBig(buf: Uint8Array, p: number): bigint {
-  const len = buf.length;
+function readBig(buf: Uint8Array, p: number, len: number): bigint {
   let result = 0n;
   let shift = 0n;
   for (;;) {
@@ -301,7 +299,7 @@ export function decodeKeyValue(data: Uint8Array, withoutValue = false): KeyValue
     lastTag = tag;
     switch (tag) {
       case 0x0a: {
-        const n = readSmall(buf, p);
+        const n = readSmall(buf, p, len);
         p = varintEnd;
         if (p + n > len) assert.fail('truncated key in stored KeyValue');
         if (n === 0) canonical = false;
@@ -310,22 +308,22 @@ export function decodeKeyValue(data: Uint8Array, withoutValue = false): KeyValue
         break;
       }
       case 0x10:
-        createRevision = readSmall(buf, p);
+        createRevision = readSmall(buf, p, len);
         p = varintEnd;
         if (createRevision === 0) canonical = false;
         break;
       case 0x18:
-        modRevision = readSmall(buf, p);
+        modRevision = readSmall(buf, p, len);
         p = varintEnd;
         if (modRevision === 0) canonical = false;
         break;
       case 0x20:
-        version = readSmall(buf, p);
+        version = readSmall(buf, p, len);
         p = varintEnd;
         if (version === 0) canonical = false;
         break;
       case 0x2a: {
-        const n = readSmall(buf, p);
+        const n = readSmall(buf, p, len);
         p = varintEnd;
         if (p + n > len) assert.fail('truncated value in stored KeyValue');
         if (n === 0) canonical = false;
@@ -334,7 +332,7 @@ export function decodeKeyValue(data: Uint8Array, withoutValue = false): KeyValue
         break;
       }
       case 0x30: {
-        const u = readBig(buf, p);
+        const u = readBig(buf, p, len);
         p = varintEnd;
         if (u === 0n) canonical = false;
         lease = BigInt.asIntN(64, u);
@@ -349,4 +347,74 @@ export function decodeKeyValue(data: Uint8Array, withoutValue = false): KeyValue
     return new StoredKeyValue(key, createRevision, modRevision, version, value, lease, buf as Buffer);
   }
   return { key, createRevision, modRevision, version, value, lease };
+}
+
+/** A stored record's fields but its value, with the key as a latin1 string (see decodeRecordHead). */
+export interface RecordHead {
+  key: string;
+  createRevision: number;
+  modRevision: number;
+  version: number;
+  lease: bigint;
+}
+
+const head: RecordHead = { key: '', createRevision: 0, modRevision: 0, version: 0, lease: 0n };
+
+/**
+ * Decodes the record in data[0, len) but its value, into one object that the next call
+ * overwrites. data may be a view of LMDB's read buffer (nothing of it is kept): the key index's
+ * rebuild at start-up reads every record once, and allocates nothing per record here but the
+ * key's string.
+ */
+export function decodeRecordHead(data: Buffer, len: number): RecordHead {
+  assert(len <= data.length, 'record beyond its buffer');
+  head.key = '';
+  head.createRevision = 0;
+  head.modRevision = 0;
+  head.version = 0;
+  head.lease = 0n;
+  let sawKey = false;
+  let p = 0;
+  while (p < len) {
+    const tag = data[p++];
+    switch (tag) {
+      case 0x0a: {
+        const n = readSmall(data, p, len);
+        p = varintEnd;
+        if (p + n > len) assert.fail('truncated key in stored KeyValue');
+        head.key = data.toString('latin1', p, p + n);
+        sawKey = true;
+        p += n;
+        break;
+      }
+      case 0x10:
+        head.createRevision = readSmall(data, p, len);
+        p = varintEnd;
+        break;
+      case 0x18:
+        head.modRevision = readSmall(data, p, len);
+        p = varintEnd;
+        break;
+      case 0x20:
+        head.version = readSmall(data, p, len);
+        p = varintEnd;
+        break;
+      case 0x2a: {
+        const n = readSmall(data, p, len);
+        p = varintEnd;
+        if (p + n > len) assert.fail('truncated value in stored KeyValue');
+        p += n;
+        break;
+      }
+      case 0x30:
+        head.lease = BigInt.asIntN(64, readBig(data, p, len));
+        p = varintEnd;
+        break;
+      default:
+        assert.fail(`unexpected field tag ${tag} in stored KeyValue`);
+    }
+  }
+  assert(p === len, 'stored KeyValue overruns');
+  assert(sawKey, 'stored KeyValue without a key');
+  return head;
 }

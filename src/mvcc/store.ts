@@ -5,7 +5,8 @@ import type { Backend, SubDb } from '../backend/backend';
 import { Crc32c } from '../backend/crc32c';
 import { etcdError } from '../errors';
 import { KeyIndex } from './key_index';
-import { decodeKeyValue, encodeKeyValue, encodeStoredKeyValue } from './kv_codec';
+import { IndexRebuild, REBUILD_CHUNK_RECORDS } from './index_rebuild';
+import { decodeKeyValue, decodeRecordHead, encodeKeyValue, encodeStoredKeyValue } from './kv_codec';
 import { bytesToRev, isTombstoneKey, revId, revToBytes, REV_BYTES } from './revision';
 import { TreeIndex, type RangeEnd } from './tree_index';
 import { EventType, type KeyValue, type MvccEvent } from './types';
@@ -137,7 +138,11 @@ export class MvccStore {
    */
   private restoredLeases: Map<string, { key: Buffer; lease: bigint }> | null;
 
-  constructor(private readonly backend: Backend) {
+  /** `rebuildChunkRecords`: records the key index's rebuild sorts at a time (tests make it small). */
+  constructor(
+    private readonly backend: Backend,
+    private readonly rebuildChunkRecords = REBUILD_CHUNK_RECORDS,
+  ) {
     this.kv = backend.subDb(KEY_DB);
     this.restoredLeases = null;
     this.restore();
@@ -480,38 +485,20 @@ export class MvccStore {
 
     let lastMain = 1;
     // Records come in revision order, so each key's last one decides whether it is live and
-    // leased (decodeKeyValue's key is a copy when the value is left out: safe to keep).
+    // leased. Each is read as a view of LMDB's buffer: only the key's string outlives it.
     const leased = new Map<string, { key: Buffer; lease: bigint }>();
-    for (const { key, value } of this.kv.getRange({ start: revToBytes(0, 0) })) {
+    const rebuild = new IndexRebuild(this.index, this.backend.recordCount(KEY_DB), this.rebuildChunkRecords);
+    this.backend.scanRecordViews(KEY_DB, revToBytes(0, 0), (key, value, valueBytes) => {
       assert(key.length >= REV_BYTES);
       const r = bytesToRev(key);
-      assert(r.main >= lastMain || lastMain === 1, 'records out of order');
       lastMain = r.main;
-      const kv = decodeKeyValue(value, true);
-      const keyStr = kv.key.toString('latin1');
+      const h = decodeRecordHead(value, valueBytes);
       const tombstone = isTombstoneKey(key);
-      if (!tombstone && kv.lease !== 0n) leased.set(keyStr, { key: kv.key, lease: kv.lease });
-      else if (leased.size > 0) leased.delete(keyStr);
-      // The first record of a key's generation is usually of a key the index does not have yet:
-      // one traversal inserts it (a lookup first was a third of a 1M-key restart's CPU). A key
-      // deleted and created again has its index already, and goes on below.
-      if (!tombstone && kv.version === 1) {
-        const fresh = new KeyIndex(keyStr);
-        fresh.restore(kv.createRevision, r.main, r.sub, kv.version);
-        if (this.index.insertIfAbsent(fresh)) continue;
-      }
-      // Through the index's own put/tombstone, which keep its live-key count (no walk after).
-      const ki = this.index.keyIndex(keyStr);
-      if (ki) {
-        if (tombstone) this.index.tombstone(keyStr, r.main, r.sub, ki);
-        else this.index.put(keyStr, r.main, r.sub, ki);
-      } else if (!tombstone) {
-        // The oldest surviving record of a key whose earlier history was compacted.
-        const fresh = new KeyIndex(keyStr);
-        fresh.restore(kv.createRevision, r.main, r.sub, kv.version);
-        this.index.insert(fresh);
-      }
-    }
+      if (!tombstone && h.lease !== 0n) leased.set(h.key, { key: Buffer.from(h.key, 'latin1'), lease: h.lease });
+      else if (leased.size > 0) leased.delete(h.key);
+      rebuild.add(h.key, r.main, r.sub, h.createRevision, h.version, tombstone);
+    });
+    rebuild.finish();
     this.restoredLeases = leased;
     this.currentRev = lastMain;
     const restoredRaw = this.backend.metaGet(META_RESTORED_REVISION);

@@ -69,6 +69,16 @@ export class TreeIndex {
     return true;
   }
 
+  /** Inserts key indexes in ascending key order, none of whose keys the tree has (IndexRebuild). */
+  insertSorted(kis: readonly KeyIndex[]): void {
+    let previous: string | null = null;
+    for (const ki of kis) {
+      assert(previous === null || previous < ki.key, 'key indexes out of key order');
+      previous = ki.key;
+      this.insert(ki);
+    }
+  }
+
   get(key: string, atRev: number): IndexGet | null {
     const ki = this.tree.get(key);
     if (!ki) return null;

@@ -180,6 +180,39 @@ describe('Backend', () => {
     await be2.close();
   });
 
+  it('scans records as views: every key and value in order, values larger than its read buffer, after a defragmentation; never inside a batch', async () => {
+    const p = tmpDb();
+    const be = Backend.open(p, { batchIntervalMs: 50 });
+    const db = be.subDb('d');
+    const valueOf = (i: number): Buffer => Buffer.alloc(i % 10 === 0 ? 100_000 + i : 1 + (i % 300), i % 251);
+    const keyOf = (i: number): Buffer => Buffer.from(`k${String(i).padStart(4, '0')}`);
+    be.batch(() => {
+      for (let i = 0; i < 1000; i++) db.putSync(keyOf(i), valueOf(i));
+    });
+    const scan = (from: number): string[] => {
+      const seen: string[] = [];
+      const n = be.scanRecordViews('d', keyOf(from), (key, value, valueBytes) => {
+        // What a view holds is checked during the call, as its users read it.
+        seen.push(`${key.toString()}:${createHash('sha256').update(value.subarray(0, valueBytes)).digest('hex')}`);
+      });
+      expect(n).toBe(seen.length);
+      return seen;
+    };
+    const expected = (from: number): string[] =>
+      Array.from({ length: 1000 - from }, (_, j) => `${keyOf(from + j).toString()}:${createHash('sha256').update(valueOf(from + j)).digest('hex')}`);
+    // The batch above is still in the shared transaction: the scan commits it first.
+    expect(scan(0)).toEqual(expected(0));
+    expect(scan(990)).toEqual(expected(990));
+    expect(be.recordCount('d')).toBe(1000);
+    expect(() => be.batch(() => be.scanRecordViews('d', keyOf(0), () => undefined))).toThrow(/inside a batch/);
+    // The views' handle is reopened with the new file.
+    await be.flushed();
+    await be.defragment();
+    expect(scan(500)).toEqual(expected(500));
+    expect(() => be.scanRecordViews('nope', keyOf(0), () => undefined)).toThrow(/not open/);
+    await be.close();
+  });
+
   it('holds writes while a defragmentation copies the file, and copies again after a write that could not wait', async () => {
     const p = tmpDb();
     const be = Backend.open(p, { batchIntervalMs: 100, flushIntervalMs: 0 });

@@ -19,9 +19,9 @@ export function tempDbPath(): string {
   return path.join(dir, 'member', 'snap', 'db');
 }
 
-export function openStore(dbPath = tempDbPath()): { backend: Backend; store: MvccStore; dbPath: string } {
+export function openStore(dbPath = tempDbPath(), rebuildChunkRecords?: number): { backend: Backend; store: MvccStore; dbPath: string } {
   const backend = Backend.open(dbPath, { mapSizeBytes: 256 * 1024 * 1024 });
-  const store = new MvccStore(backend);
+  const store = new MvccStore(backend, rebuildChunkRecords);
   return { backend, store, dbPath };
 }
 

@@ -7,8 +7,8 @@ import { b, closeStore, openStore, write } from './helpers';
 
 type S = ReturnType<typeof openStore>;
 const opened: S[] = [];
-function fresh(path?: string): S {
-  const s = openStore(path);
+function fresh(path?: string, rebuildChunkRecords?: number): S {
+  const s = openStore(path, rebuildChunkRecords);
   opened.push(s);
   return s;
 }
@@ -189,7 +189,9 @@ describe('MvccStore restart', () => {
 });
 
 describe('MvccStore restart, every revision', () => {
-  it('answers every range at every revision as before: creates, updates, deletes, re-creates, compacted history', async () => {
+  // The key index is rebuilt from the records in chunks sorted by key (IndexRebuild): one chunk
+  // for all, one record per chunk, and chunks that split keys' histories between them.
+  it.each([undefined, 1, 7, 64])('answers every range at every revision as before: creates, updates, deletes, re-creates, compacted history (chunks of %s records)', async (chunkRecords) => {
     const p = fresh();
     // A fixed pseudo-random history over 40 keys (a small LCG: the same every run).
     let seed = 12345;
@@ -206,7 +208,8 @@ describe('MvccStore restart, every revision', () => {
     await p.store.compact(compactAt).done;
     const last = p.store.currentRevision();
     const snapshot = (s: S): string[] => {
-      const out: string[] = [`count ${s.store.keyCount()}`];
+      const leased = s.store.keysWithLease().map((x) => `${x.key}:${x.lease}`).sort();
+      const out: string[] = [`count ${s.store.keyCount()}`, `leased ${leased.join(' ')}`];
       for (let rev = compactAt; rev <= last; rev++) {
         const r = s.store.range(b('k'), b('l'), { rev });
         out.push(`${rev}: ${r.kvs.map((kv) => `${kv.key}=${kv.value}/${kv.createRevision}/${kv.modRevision}/${kv.version}/${kv.lease}`).join(' ')}`);
@@ -216,9 +219,22 @@ describe('MvccStore restart, every revision', () => {
     const before = snapshot(p);
     await closeStore(p);
     opened.splice(opened.indexOf(p), 1);
-    const q = fresh(p.dbPath);
+    const q = fresh(p.dbPath, chunkRecords);
     expect(q.store.currentRevision()).toBe(last);
     expect(snapshot(q)).toEqual(before);
+    // Writes after the rebuild find every key where it was (creates, deletes and overwrites).
+    for (let i = 0; i < 40; i++) {
+      const k = b(`k${String(i).padStart(2, '0')}`);
+      if (i % 3 === 0) write(q, (t) => t.deleteRange(k, null));
+      else write(q, (t) => t.put(k, b(`w${i}`), 0n));
+    }
+    const after = q.store.range(b('k'), b('l'));
+    expect(after.kvs.map((kv) => `${kv.key}=${kv.value}`)).toEqual(
+      Array.from({ length: 40 }, (_, i) => i)
+        .filter((i) => i % 3 !== 0)
+        .map((i) => `k${String(i).padStart(2, '0')}=w${i}`),
+    );
+    expect(q.store.keyCount()).toBe(after.kvs.length);
   });
 });
 

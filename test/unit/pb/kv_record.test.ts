@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { applyDeleteRange, applyPut, applyRange, applyRangeForWire, applyTxn } from '../../../src/apply/kv';
 import { toPbKv } from '../../../src/apply/kv_convert';
-import { decodeKeyValue, encodeKeyValue, encodeStoredKeyValue, storedRecord } from '../../../src/mvcc/kv_codec';
+import { decodeKeyValue, decodeRecordHead, encodeKeyValue, encodeStoredKeyValue, storedRecord } from '../../../src/mvcc/kv_codec';
 import type { KeyValue } from '../../../src/mvcc/types';
 import { decodeMessage } from '../../../src/pb/internal';
 import { encodeRangeResponse, encodeTxnResponse, encodePutResponse, encodeDeleteRangeResponse, keyValueFromRecord, keyValueRecord } from '../../../src/pb/kv_wire';
@@ -232,6 +232,38 @@ describe('stored KeyValue records', () => {
       expect(bytes.equals(encodeRangeResponse(plain(resp))), what).toBe(true);
       expect(decodeMessage('etcdserverpb.RangeResponse', bytes).kvs[0]).toEqual({ ...p });
     }
+  });
+
+  it("a record's head decodes as the whole record does, from the start of a larger reused buffer, and stops at its length", () => {
+    const r = mulberry32(38);
+    const buf = Buffer.alloc(200_000);
+    for (let i = 0; i < 300; i++) {
+      const kv = randomKv(r);
+      // The start-up scan's key index and leases need every field but the value.
+      if (kv.key.length === 0) continue;
+      const rec = encodeKeyValue(kv);
+      buf.fill(0x0a);
+      rec.copy(buf);
+      const full = decodeKeyValue(rec);
+      const h = decodeRecordHead(buf, rec.length);
+      expect({ key: h.key, createRevision: h.createRevision, modRevision: h.modRevision, version: h.version, lease: h.lease }).toEqual({
+        key: full.key.toString('latin1'),
+        createRevision: full.createRevision,
+        modRevision: full.modRevision,
+        version: full.version,
+        lease: full.lease,
+      });
+    }
+    // Fields out of encodeKeyValue's order and written twice decode as decodeKeyValue has them.
+    const odd = Buffer.from([0x18, 5, 0x30, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x0a, 2, 0xe9, 0x00, 0x10, 4, 0x10, 6]);
+    const h = decodeRecordHead(odd, odd.length);
+    expect([h.key, h.modRevision, h.createRevision, h.lease]).toEqual(['\u00e9\u0000', 5, 6, -1n]);
+    // A record cut short fails even when the buffer goes on past it.
+    const cut = Buffer.from([0x0a, 3, 0x61, 0x62, 0x63, 0x10, 5]);
+    expect(() => decodeRecordHead(cut, 4)).toThrow(/truncated key/);
+    expect(() => decodeRecordHead(cut, 6)).toThrow(/truncated varint/);
+    expect(() => decodeRecordHead(Buffer.from([0x10, 5]), 2)).toThrow(/without a key/);
+    expect(() => decodeRecordHead(Buffer.from([0x0a, 1, 0x61, 0x3a, 0]), 5)).toThrow(/unexpected field tag/);
   });
 
   it('keys-only and start-up decoding carry no record', () => {
