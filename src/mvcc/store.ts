@@ -4,7 +4,6 @@ import assert from 'node:assert';
 import type { Backend, SubDb } from '../backend/backend';
 import { Crc32c } from '../backend/crc32c';
 import { etcdError } from '../errors';
-import { KeyIndex } from './key_index';
 import { IndexRebuild, REBUILD_CHUNK_RECORDS } from './index_rebuild';
 import { decodeKeyValue, decodeRecordHead, encodeKeyValue, encodeStoredKeyValue } from './kv_codec';
 import { bytesToRev, isTombstoneKey, revId, revToBytes, REV_BYTES } from './revision';
