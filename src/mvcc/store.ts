@@ -79,6 +79,8 @@ const META_RESTORED_REVISION = 'restoredRevision';
 const COMPACTION_BATCH_LIMIT = 1000;
 /** Pause between physical compaction steps so applies keep flowing (etcd's default). */
 const COMPACTION_SLEEP_MS = 10;
+/** Keys whose history the index's compaction drops per turn of the event loop (~10 ms at 1M keys). */
+const INDEX_COMPACTION_KEYS_PER_TURN = 8192;
 const MAX_LISTENERS = 16;
 
 const EMPTY = Buffer.alloc(0);
@@ -393,11 +395,32 @@ export class MvccStore {
   }
 
   private scheduleCompaction(rev: number): Promise<void> {
+    // Reads below rev fail from now on; the index forgets their history in the background.
     this.compactMainRev = rev;
-    const keep = this.index.compact(rev);
-    const done = this.compactChain.then(() => this.physicalCompact(rev, keep));
+    const index = this.index;
+    const done = this.compactChain.then(async () => {
+      const keep = await this.compactIndex(index, rev);
+      if (keep !== null) await this.physicalCompact(rev, keep);
+    });
     this.compactChain = done.catch(() => undefined);
     return done;
+  }
+
+  /**
+   * The index's part of a compaction, INDEX_COMPACTION_KEYS_PER_TURN keys per turn of the event
+   * loop: in one go it held the loop ~1.2 s at 1M keys (no request, no Raft heartbeat meanwhile),
+   * etcd's takes its index lock per key. Returns the revisions the records keep; null when the
+   * store closed or its index was replaced (a leader's snapshot) meanwhile.
+   */
+  private async compactIndex(index: TreeIndex, rev: number): Promise<Set<string> | null> {
+    const available = new Set<string>();
+    let after: string | null = null;
+    for (;;) {
+      if (this.closed || this.index !== index) return null;
+      after = index.compactSome(rev, after, INDEX_COMPACTION_KEYS_PER_TURN, available);
+      if (after === null) return available;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
   }
 
   private async physicalCompact(rev: number, keep: Set<string>): Promise<void> {

@@ -132,15 +132,39 @@ export class TreeIndex {
   }
 
   /** Compacts every key's history at rev; returns the revisions that must be kept on disk. */
+  /** Compacts every key's history at rev at once; returns the revisions the records keep. */
   compact(rev: number): Set<string> {
     const available = new Set<string>();
+    let after: string | null = null;
+    while ((after = this.compactSome(rev, after, Number.MAX_SAFE_INTEGER, available)) !== null);
+    return available;
+  }
+
+  /**
+   * Compacts the histories of up to `maxKeys` keys after `afterKey` (null: from the first) at
+   * rev, adds the revisions their records keep to `available`, and drops the keys left empty.
+   * Returns the last key compacted, to go on after, or null when there was none left. Keys
+   * inserted between calls need no compaction (their revisions are all above rev).
+   */
+  compactSome(rev: number, afterKey: string | null, maxKeys: number, available: Set<string>): string | null {
+    assert(maxKeys >= 1);
+    const low = afterKey ?? this.tree.minKey();
+    const high = this.tree.maxKey();
+    if (low === undefined || high === undefined) return null;
     const emptied: string[] = [];
-    this.tree.forEach((ki, k) => {
+    let last: string | null = null;
+    let n = 0;
+    this.tree.forRange(low, high, true, (k, ki) => {
+      if (k === afterKey) return undefined;
+      if (n >= maxKeys) return { break: true };
       ki.compact(rev, available);
       if (ki.isEmpty()) emptied.push(k);
+      last = k;
+      n++;
+      return undefined;
     });
     for (const k of emptied) this.tree.delete(k);
-    return available;
+    return last;
   }
 
   keep(rev: number): Set<string> {

@@ -260,6 +260,53 @@ describe('MvccStore compaction', () => {
     expect(s.store.range(b('k'), null).kvs[0].version).toBe(5);
   });
 
+  it("compacts a large index in steps: requests are served between them, and writes meanwhile keep their history", async () => {
+    const s = fresh();
+    const KEYS = 20_000; // a few of the index's steps (8192 keys each)
+    const key = (i: number): Buffer => b(`k${String(i).padStart(5, '0')}`);
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < KEYS; i += 1000) {
+        write(s, (t) => {
+          for (let j = i; j < i + 1000; j++) t.put(key(j), b(`r${round}`), 0n);
+        });
+      }
+    }
+    write(s, (t) => t.deleteRange(key(0), key(10))); // ten keys deleted: emptied by the compaction
+    const rev = s.store.currentRevision();
+    const { done } = s.store.compact(rev);
+    // The first step has not run yet: reads below rev fail at once all the same.
+    expect(errName(() => s.store.range(key(5), null, { rev: rev - 1 }))).toBe(COMPACTED);
+    // Turns of the event loop until the compaction is over, each with a write and a read. The
+    // physical part deletes records from its first step on: the turns that find them all are
+    // the index's (in one go, the index's part ran before any turn).
+    const records = (): number => s.backend.recordCount(KEY_DB);
+    const before = records();
+    let turns = 0;
+    let indexTurns = 0;
+    let finished = false;
+    void done.then(() => (finished = true));
+    while (!finished) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (finished) break;
+      if (records() === before + turns) indexTurns++;
+      turns++;
+      const k = key(KEYS - 1 - turns);
+      write(s, (t) => t.put(k, b(`during${turns}`), 0n));
+      expect(s.store.range(k, null).kvs[0]).toMatchObject({ version: 3, value: b(`during${turns}`) });
+    }
+    expect(indexTurns).toBeGreaterThanOrEqual(2);
+    // Every key reads as written, at the compacted revision and now; the writes made during the
+    // compaction keep the revisions they had before it.
+    const atRev = s.store.range(b('k'), b('l'), { rev });
+    expect(atRev.count).toBe(KEYS - 10);
+    expect(atRev.kvs.every((kv) => kv.value.toString() === 'r1' && kv.version === 2)).toBe(true);
+    const changed = s.store.range(key(KEYS - 1 - turns), key(KEYS - 1));
+    expect(changed.kvs.map((kv) => kv.value.toString())).toEqual(Array.from({ length: turns }, (_, i) => `during${turns - i}`));
+    expect(s.store.range(key(KEYS - 2), null, { rev }).kvs[0].value.toString()).toBe('r1');
+    // The physical part left one record per live key, the writes made meanwhile and the tombstones at rev.
+    expect([...s.backend.subDb('key').getKeys({})].length).toBe(KEYS - 10 + turns + 10);
+  });
+
   it('finishes an interrupted compaction after a restart and keeps the revision', async () => {
     const p = fresh();
     for (let i = 0; i < 3000; i++) write(p, (t) => t.put(b(`k${i % 10}`), b(`v${i}`), 0n)); // 2..3001
