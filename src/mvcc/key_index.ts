@@ -11,7 +11,7 @@
 // Measured (scripts/index-memory.ts, key strings aside): ~570 B/key before, ~108 after for keys
 // written once, ~244 for keys with 3 revisions.
 import assert from 'node:assert';
-import { revId } from './revision';
+import { revId, type RevisionSink } from './revision';
 
 /** A generation ended by a tombstone, kept until compaction drops it. */
 interface ClosedGeneration {
@@ -205,7 +205,7 @@ export class KeyIndex {
    * Finds the generation holding atRev (CURRENT or an index into closed) and the pair index of
    * the last revision <= atRev in it (-1 when none), adding that revision to `available`.
    */
-  private doCompact(atRev: number, available: Set<string>): { gen: number; revIndex: number } {
+  private doCompact(atRev: number, available: RevisionSink): { gen: number; revIndex: number } {
     // Skip generations that ended (tombstone) before atRev; a tombstone at atRev stays (etcd >= 3.5.16),
     // unless the key was created again in that same revision (a txn deleting from a key, "\0",
     // and putting it): then the next generation holds the revision visible at atRev, which must
@@ -241,7 +241,7 @@ export class KeyIndex {
   }
 
   /** Drops history before atRev, keeping the revision visible at atRev. */
-  compact(atRev: number, available: Set<string>): void {
+  compact(atRev: number, available: RevisionSink): void {
     assert(!this.isEmpty(), 'compact on an empty key index');
     const { gen, revIndex } = this.doCompact(atRev, available);
     const h = this.hist;
@@ -258,7 +258,7 @@ export class KeyIndex {
   }
 
   /** The revisions a compaction at atRev would keep, without changing anything (for HashKV). */
-  keep(atRev: number, available: Set<string>): void {
+  keep(atRev: number, available: RevisionSink): void {
     if (this.isEmpty()) return;
     const { gen, revIndex } = this.doCompact(atRev, available);
     // A tombstone at atRev is kept on disk but left out of hashes, as etcd does, so that

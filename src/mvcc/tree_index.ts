@@ -3,6 +3,7 @@
 import assert from 'node:assert';
 import BTree, { simpleComparator } from 'sorted-btree';
 import { KeyIndex, type IndexGet } from './key_index';
+import { RevisionSet, type RevisionSink } from './revision';
 
 /** `end`: null = just `key`; '' = no upper bound; otherwise the exclusive upper bound. */
 export type RangeEnd = string | null;
@@ -133,8 +134,8 @@ export class TreeIndex {
 
   /** Compacts every key's history at rev; returns the revisions that must be kept on disk. */
   /** Compacts every key's history at rev at once; returns the revisions the records keep. */
-  compact(rev: number): Set<string> {
-    const available = new Set<string>();
+  compact(rev: number): RevisionSet {
+    const available = new RevisionSet();
     let after: string | null = null;
     while ((after = this.compactSome(rev, after, Number.MAX_SAFE_INTEGER, available)) !== null);
     return available;
@@ -146,7 +147,7 @@ export class TreeIndex {
    * Returns the last key compacted, to go on after, or null when there was none left. Keys
    * inserted between calls need no compaction (their revisions are all above rev).
    */
-  compactSome(rev: number, afterKey: string | null, maxKeys: number, available: Set<string>): string | null {
+  compactSome(rev: number, afterKey: string | null, maxKeys: number, available: RevisionSink): string | null {
     assert(maxKeys >= 1);
     const low = afterKey ?? this.tree.minKey();
     const high = this.tree.maxKey();
@@ -167,8 +168,8 @@ export class TreeIndex {
     return last;
   }
 
-  keep(rev: number): Set<string> {
-    const available = new Set<string>();
+  keep(rev: number): RevisionSet {
+    const available = new RevisionSet();
     this.tree.forEach((ki) => {
       ki.keep(rev, available);
     });

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { KeyIndex } from '../../../src/mvcc/key_index';
 import { TreeIndex } from '../../../src/mvcc/tree_index';
+import { RevisionSet, revId } from '../../../src/mvcc/revision';
 
 describe('KeyIndex', () => {
   it('tracks generations: versions count from 1, a delete starts a new generation', () => {
@@ -138,5 +139,29 @@ describe('TreeIndex', () => {
     expect(() => t.insert(again)).toThrow('key index inserted twice');
     expect(t.keyIndex('k')).toBe(ki);
     expect(t.keyCount()).toBe(1);
+  });
+});
+
+describe('RevisionSet', () => {
+  it('adds, finds, deletes, counts and lists revisions as a Set does', () => {
+    const rs = new RevisionSet();
+    const set = new Set<string>();
+    let seed = 7;
+    const next = (n: number): number => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed % n;
+    };
+    for (let i = 0; i < 50_000; i++) {
+      const id = revId(next(20_000), next(3));
+      if (next(4) === 0) expect(rs.delete(id)).toBe(set.delete(id));
+      else {
+        rs.add(id);
+        set.add(id);
+      }
+      if (i % 997 === 0) expect(rs.has(id)).toBe(set.has(id));
+    }
+    expect(rs.size).toBe(set.size);
+    expect([...rs].sort()).toEqual([...set].sort());
+    for (let m = 0; m < 20_000; m += 7) expect(rs.has(revId(m, 1))).toBe(set.has(revId(m, 1)));
   });
 });

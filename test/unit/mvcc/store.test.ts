@@ -262,7 +262,7 @@ describe('MvccStore compaction', () => {
 
   it("compacts a large index in steps: requests are served between them, and writes meanwhile keep their history", async () => {
     const s = fresh();
-    const KEYS = 20_000; // a few of the index's steps (8192 keys each)
+    const KEYS = 20_000; // a few of the index's steps (4096 keys each)
     const key = (i: number): Buffer => b(`k${String(i).padStart(5, '0')}`);
     for (let round = 0; round < 2; round++) {
       for (let i = 0; i < KEYS; i += 1000) {
