@@ -621,12 +621,12 @@ export class Backend {
   }
 
   /**
-   * Visits sub-database `name`'s records from `start` in key order. Each value comes as
+   * Visits sub-database `name`'s records from `start` (to `end`, exclusive) in key order. Each value comes as
    * `valueBytes` bytes at the start of a buffer that LMDB's next read reuses, so it is valid
    * only during the call (the key is a copy): a scan of the whole store then copies no values
    * (1M records of ~300 B: lmdb-js's copy of each was a Buffer apiece and a third of the scan).
    */
-  scanRecordViews(name: string, start: Buffer, visit: (key: Buffer, value: Buffer, valueBytes: number) => void): number {
+  scanRecordViews(name: string, start: Buffer, visit: (key: Buffer, value: Buffer, valueBytes: number) => void, end?: Buffer): number {
     assert(!this.closed, 'backend is closed');
     assert(this.depth === 0, 'a scan of record views inside a batch');
     assert(this.dbs.has(name), `sub-database ${name} is not open`);
@@ -651,7 +651,7 @@ export class Backend {
       this.views.set(name, view);
     }
     let records = 0;
-    for (const { key, value } of view.db.getRange({ start })) {
+    for (const { key, value } of view.db.getRange(end === undefined ? { start } : { start, end })) {
       visit(key, value.bytes, value.size);
       records++;
     }

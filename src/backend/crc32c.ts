@@ -1,4 +1,5 @@
 // CRC-32C (Castagnoli), the checksum etcd's Hash and HashKV use; Node 20 has no built-in.
+import assert from 'node:assert';
 
 const POLY_REVERSED = 0x82f63b78;
 
@@ -28,10 +29,12 @@ const [T0, T1, T2, T3, T4, T5, T6, T7] = T;
 export class Crc32c {
   private crc = 0xffffffff;
 
-  update(buf: Uint8Array): this {
+  /** Adds buf[0, length) (all of it by default). */
+  update(buf: Uint8Array, length = buf.length): this {
+    assert(length >= 0 && length <= buf.length, 'crc32c: length beyond the buffer');
     let c = this.crc;
     let i = 0;
-    const n = buf.length;
+    const n = length;
     while (n - i >= 8) {
       c ^= buf[i] | (buf[i + 1] << 8) | (buf[i + 2] << 16) | (buf[i + 3] << 24);
       c =

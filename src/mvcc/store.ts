@@ -483,17 +483,26 @@ export class MvccStore {
     if (rev > 0 && rev < compactRev) throw etcdError('Compacted');
     if (rev > 0 && rev > this.currentRev) throw etcdError('FutureRev');
     if (rev <= 0) rev = this.currentRev;
-    const keep = this.index.keep(rev);
+    // Only records at or below the compact revision are checked against what a compaction
+    // keeps: none when the store was never compacted (the index's walk is skipped then).
+    const keep = compactRev > 0 ? this.index.keep(rev) : null;
+    const keepAny = keep !== null && keep.size > 0;
     const h = new Crc32c().update(KEY_DB_NAME_BYTES);
-    for (const { key, value } of this.kv.getRange({ start: revToBytes(0, 0), end: revToBytes(rev + 1, 0) })) {
-      const r = bytesToRev(key);
-      // Revisions a compaction at or before rev would drop are left out, so members that
-      // compacted physically at different moments agree.
-      if (r.main <= compactRev && keep.size > 0 && !keep.has(revId(r.main, r.sub))) continue;
-      if (r.main === compactRev && isTombstoneKey(key)) continue;
-      h.update(key);
-      h.update(value);
-    }
+    // Values as views of LMDB's buffer: each is hashed during its call, none is kept.
+    this.backend.scanRecordViews(
+      KEY_DB,
+      revToBytes(0, 0),
+      (key, value, valueBytes) => {
+        const r = bytesToRev(key);
+        // Revisions a compaction at or before rev would drop are left out, so members that
+        // compacted physically at different moments agree.
+        if (r.main <= compactRev && keepAny && !(keep as RevisionSet).has(revId(r.main, r.sub))) return;
+        if (r.main === compactRev && isTombstoneKey(key)) return;
+        h.update(key);
+        h.update(value, valueBytes);
+      },
+      revToBytes(rev + 1, 0),
+    );
     return { hash: h.digest(), compactRevision: compactRev, hashRevision: rev };
   }
 
