@@ -132,15 +132,6 @@ export class TreeIndex {
     return { hits, total };
   }
 
-  /** Compacts every key's history at rev; returns the revisions that must be kept on disk. */
-  /** Compacts every key's history at rev at once; returns the revisions the records keep. */
-  compact(rev: number): RevisionSet {
-    const available = new RevisionSet();
-    let after: string | null = null;
-    while ((after = this.compactSome(rev, after, Number.MAX_SAFE_INTEGER, available)) !== null);
-    return available;
-  }
-
   /**
    * Compacts the histories of up to `maxKeys` keys after `afterKey` (null: from the first) at
    * rev, adds the revisions their records keep to `available`, and drops the keys left empty.
