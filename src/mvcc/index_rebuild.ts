@@ -32,7 +32,6 @@ export class IndexRebuild {
   private count = 0;
   private lastMain = 0;
   private lastSub = -1;
-  private records = 0;
   private readonly chunkRecords: number;
   private readonly initialRecords: number;
 
@@ -72,13 +71,12 @@ export class IndexRebuild {
     if (this.count >= this.chunkRecords) this.merge();
   }
 
-  /** Merges what is left; returns how many records were added in all. */
-  finish(): number {
+  /** Merges what is left and lets go of the chunk's memory. */
+  finish(): void {
     this.merge();
     this.keys = [];
     this.order = [];
     this.fresh = [];
-    return this.records;
   }
 
   private grow(): void {
@@ -128,7 +126,6 @@ export class IndexRebuild {
     }
     this.index.insertSorted(fresh);
     fresh.length = 0;
-    this.records += n;
     this.count = 0;
   }
 

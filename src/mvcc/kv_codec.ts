@@ -273,22 +273,34 @@ function readBig(buf: Uint8Array, p: number, len: number): bigint {
 }
 
 /**
- * Decodes a record. The returned buffers are copies (LMDB memory may be reused). With
- * `withoutValue` the value is left empty (rebuilding the index at start-up reads every record
- * and needs none of their values, keys-only ranges send none). Otherwise, when the record is
- * canonical, the result also carries a copy of the record (storedRecord()).
+ * What readFields() found in a record: each field's last occurrence, the key and the value as
+ * positions in the buffer read (-1: absent), and whether the fields came in encodeKeyValue's
+ * layout (once each, in field order, no zero values; varintsShortest says the rest). Module
+ * state, like varintEnd: reading is synchronous and never re-entered.
  */
-export function decodeKeyValue(data: Uint8Array, withoutValue = false): KeyValue {
-  const len = data.length;
-  // One copy of the whole record; key and value are views into it.
-  const buf: Uint8Array = withoutValue ? data : copyRecord(data, len);
-  let key: Buffer = EMPTY;
-  let createRevision = 0;
-  let modRevision = 0;
-  let version = 0;
-  let value: Buffer = EMPTY;
-  let lease = 0n;
-  // Fields must come once each, in field order, with no zero values: encodeKeyValue's layout.
+const fields = {
+  keyStart: -1,
+  keyBytes: 0,
+  valueStart: -1,
+  valueBytes: 0,
+  createRevision: 0,
+  modRevision: 0,
+  version: 0,
+  lease: 0n,
+  canonical: true,
+};
+
+/** Reads the fields of the record in buf[0, len) into `fields`. */
+function readFields(buf: Uint8Array, len: number): void {
+  const f = fields;
+  f.keyStart = -1;
+  f.keyBytes = 0;
+  f.valueStart = -1;
+  f.valueBytes = 0;
+  f.createRevision = 0;
+  f.modRevision = 0;
+  f.version = 0;
+  f.lease = 0n;
   let canonical = true;
   varintsShortest = true;
   let lastTag = 0;
@@ -303,31 +315,33 @@ export function decodeKeyValue(data: Uint8Array, withoutValue = false): KeyValue
         p = varintEnd;
         if (p + n > len) assert.fail('truncated key in stored KeyValue');
         if (n === 0) canonical = false;
-        key = withoutValue ? copyOut(buf, p, n) : (buf as Buffer).subarray(p, p + n);
+        f.keyStart = p;
+        f.keyBytes = n;
         p += n;
         break;
       }
       case 0x10:
-        createRevision = readSmall(buf, p, len);
+        f.createRevision = readSmall(buf, p, len);
         p = varintEnd;
-        if (createRevision === 0) canonical = false;
+        if (f.createRevision === 0) canonical = false;
         break;
       case 0x18:
-        modRevision = readSmall(buf, p, len);
+        f.modRevision = readSmall(buf, p, len);
         p = varintEnd;
-        if (modRevision === 0) canonical = false;
+        if (f.modRevision === 0) canonical = false;
         break;
       case 0x20:
-        version = readSmall(buf, p, len);
+        f.version = readSmall(buf, p, len);
         p = varintEnd;
-        if (version === 0) canonical = false;
+        if (f.version === 0) canonical = false;
         break;
       case 0x2a: {
         const n = readSmall(buf, p, len);
         p = varintEnd;
         if (p + n > len) assert.fail('truncated value in stored KeyValue');
         if (n === 0) canonical = false;
-        if (!withoutValue) value = (buf as Buffer).subarray(p, p + n);
+        f.valueStart = p;
+        f.valueBytes = n;
         p += n;
         break;
       }
@@ -335,7 +349,7 @@ export function decodeKeyValue(data: Uint8Array, withoutValue = false): KeyValue
         const u = readBig(buf, p, len);
         p = varintEnd;
         if (u === 0n) canonical = false;
-        lease = BigInt.asIntN(64, u);
+        f.lease = BigInt.asIntN(64, u);
         break;
       }
       default:
@@ -343,10 +357,29 @@ export function decodeKeyValue(data: Uint8Array, withoutValue = false): KeyValue
     }
   }
   assert(p === len, 'stored KeyValue overruns');
-  if (!withoutValue && canonical && varintsShortest) {
-    return new StoredKeyValue(key, createRevision, modRevision, version, value, lease, buf as Buffer);
+  f.canonical = canonical;
+}
+
+/**
+ * Decodes a record. The returned buffers are copies (LMDB memory may be reused). With
+ * `withoutValue` the value is left empty (keys-only ranges send none). Otherwise, when the
+ * record is canonical, the result also carries a copy of the record (storedRecord()).
+ */
+export function decodeKeyValue(data: Uint8Array, withoutValue = false): KeyValue {
+  const len = data.length;
+  // One copy of the whole record; key and value are views into it.
+  const buf: Uint8Array = withoutValue ? data : copyRecord(data, len);
+  readFields(buf, len);
+  const f = fields;
+  let key: Buffer = EMPTY;
+  if (f.keyStart >= 0) {
+    key = withoutValue ? copyOut(buf, f.keyStart, f.keyBytes) : (buf as Buffer).subarray(f.keyStart, f.keyStart + f.keyBytes);
   }
-  return { key, createRevision, modRevision, version, value, lease };
+  const value = withoutValue || f.valueStart < 0 ? EMPTY : (buf as Buffer).subarray(f.valueStart, f.valueStart + f.valueBytes);
+  if (!withoutValue && f.canonical && varintsShortest) {
+    return new StoredKeyValue(key, f.createRevision, f.modRevision, f.version, value, f.lease, buf as Buffer);
+  }
+  return { key, createRevision: f.createRevision, modRevision: f.modRevision, version: f.version, value, lease: f.lease };
 }
 
 /** A stored record's fields but its value, with the key as a latin1 string (see decodeRecordHead). */
@@ -368,53 +401,13 @@ const head: RecordHead = { key: '', createRevision: 0, modRevision: 0, version: 
  */
 export function decodeRecordHead(data: Buffer, len: number): RecordHead {
   assert(len <= data.length, 'record beyond its buffer');
-  head.key = '';
-  head.createRevision = 0;
-  head.modRevision = 0;
-  head.version = 0;
-  head.lease = 0n;
-  let sawKey = false;
-  let p = 0;
-  while (p < len) {
-    const tag = data[p++];
-    switch (tag) {
-      case 0x0a: {
-        const n = readSmall(data, p, len);
-        p = varintEnd;
-        if (p + n > len) assert.fail('truncated key in stored KeyValue');
-        head.key = data.toString('latin1', p, p + n);
-        sawKey = true;
-        p += n;
-        break;
-      }
-      case 0x10:
-        head.createRevision = readSmall(data, p, len);
-        p = varintEnd;
-        break;
-      case 0x18:
-        head.modRevision = readSmall(data, p, len);
-        p = varintEnd;
-        break;
-      case 0x20:
-        head.version = readSmall(data, p, len);
-        p = varintEnd;
-        break;
-      case 0x2a: {
-        const n = readSmall(data, p, len);
-        p = varintEnd;
-        if (p + n > len) assert.fail('truncated value in stored KeyValue');
-        p += n;
-        break;
-      }
-      case 0x30:
-        head.lease = BigInt.asIntN(64, readBig(data, p, len));
-        p = varintEnd;
-        break;
-      default:
-        assert.fail(`unexpected field tag ${tag} in stored KeyValue`);
-    }
-  }
-  assert(p === len, 'stored KeyValue overruns');
-  assert(sawKey, 'stored KeyValue without a key');
+  readFields(data, len);
+  const f = fields;
+  assert(f.keyStart >= 0, 'stored KeyValue without a key');
+  head.key = data.toString('latin1', f.keyStart, f.keyStart + f.keyBytes);
+  head.createRevision = f.createRevision;
+  head.modRevision = f.modRevision;
+  head.version = f.version;
+  head.lease = f.lease;
   return head;
 }

@@ -485,8 +485,8 @@ export class MvccStore {
     if (rev <= 0) rev = this.currentRev;
     // Only records at or below the compact revision are checked against what a compaction
     // keeps: none when the store was never compacted (the index's walk is skipped then).
-    const keep = compactRev > 0 ? this.index.keep(rev) : null;
-    const keepAny = keep !== null && keep.size > 0;
+    let keep: RevisionSet | null = compactRev > 0 ? this.index.keep(rev) : null;
+    if (keep !== null && keep.size === 0) keep = null;
     const h = new Crc32c().update(KEY_DB_NAME_BYTES);
     // Values as views of LMDB's buffer: each is hashed during its call, none is kept.
     this.backend.scanRecordViews(
@@ -496,7 +496,7 @@ export class MvccStore {
         const r = bytesToRev(key);
         // Revisions a compaction at or before rev would drop are left out, so members that
         // compacted physically at different moments agree.
-        if (r.main <= compactRev && keepAny && !(keep as RevisionSet).has(revId(r.main, r.sub))) return;
+        if (r.main <= compactRev && keep !== null && !keep.has(revId(r.main, r.sub))) return;
         if (r.main === compactRev && isTombstoneKey(key)) return;
         h.update(key);
         h.update(value, valueBytes);
