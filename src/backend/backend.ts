@@ -8,7 +8,7 @@ import assert from 'node:assert';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { open, type Database, type RootDatabase, type RootDatabaseOptions } from 'lmdb';
+import { open, type Database, type RootDatabase, type RootDatabaseOptions, type Transaction } from 'lmdb';
 import { BBOLT_MAGIC, BBOLT_PAGE_HEADER_BYTES } from './bbolt_format';
 import { Crc32c } from './crc32c';
 
@@ -85,6 +85,69 @@ interface RecordView {
 
 const EMPTY_VIEW: Buffer = Buffer.alloc(0);
 
+/** Gets each record of a scan: `value`'s first `valueBytes` bytes are valid only during the call. */
+export type RecordVisitor = (key: Buffer, value: Buffer, valueBytes: number) => void;
+
+/** A record scan's step found the backend's file swapped or closed under it (see openRecordScan). */
+export class RecordScanAborted extends Error {}
+
+/** A scan in steps under one read transaction: Backend.openRecordScan(). */
+export class RecordScan {
+  private next: Buffer;
+  private started = false;
+  private finished = false;
+  private aborted = false;
+
+  constructor(
+    private readonly view: RecordView,
+    private readonly txn: Transaction,
+    start: Buffer,
+    private readonly end: Buffer,
+    private readonly onClose: () => void,
+  ) {
+    this.next = start;
+  }
+
+  /**
+   * Visits up to `maxRecords` more records in key order; false once the scan is past its end.
+   * Throws RecordScanAborted if the file was swapped or closed since the last step.
+   */
+  step(maxRecords: number, visit: RecordVisitor): boolean {
+    assert(maxRecords >= 1);
+    if (this.aborted) throw new RecordScanAborted('the database file was swapped or closed during the scan');
+    assert(!this.finished, 'a step of a finished record scan');
+    let records = 0;
+    let last: Buffer | null = null;
+    const range = { start: this.next, end: this.end, limit: maxRecords, transaction: this.txn, exclusiveStart: this.started };
+    for (const { key, value } of this.view.db.getRange(range)) {
+      visit(key, value.bytes, value.size);
+      last = key;
+      records++;
+    }
+    if (last !== null) {
+      this.next = Buffer.from(last);
+      this.started = true;
+    }
+    if (records < maxRecords) this.close();
+    return !this.finished;
+  }
+
+  /** Ends the scan and its read transaction (again: nothing). */
+  close(): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.txn.done();
+    this.onClose();
+  }
+
+  /** The backend's file is going away: the next step throws. */
+  abort(): void {
+    if (this.finished) return;
+    this.aborted = true;
+    this.close();
+  }
+}
+
 interface WriteHold {
   released: Promise<void>;
   release: () => void;
@@ -133,6 +196,8 @@ export class Backend {
   private readonly handles = new Map<string, SubDb>();
   /** scanRecordViews()'s handles, each for the environment it was opened in. */
   private readonly views = new Map<string, RecordView>();
+  /** openRecordScan()'s scans not yet closed. */
+  private readonly scans = new Set<RecordScan>();
   private readonly meta: SubDb;
   private depth = 0;
   /** Counts outer batches, so callers can tell one batch from the next. */
@@ -626,12 +691,49 @@ export class Backend {
    * only during the call (the key is a copy): a scan of the whole store then copies no values
    * (1M records of ~300 B: lmdb-js's copy of each was a Buffer apiece and a third of the scan).
    */
-  scanRecordViews(name: string, start: Buffer, visit: (key: Buffer, value: Buffer, valueBytes: number) => void, end?: Buffer): number {
+  scanRecordViews(name: string, start: Buffer, visit: RecordVisitor, end?: Buffer): number {
     assert(!this.closed, 'backend is closed');
     assert(this.depth === 0, 'a scan of record views inside a batch');
-    assert(this.dbs.has(name), `sub-database ${name} is not open`);
     // Opening a handle runs a write transaction of its own: none may be open around it.
     this.commitShared();
+    const view = this.recordView(name);
+    let records = 0;
+    for (const { key, value } of view.db.getRange(end === undefined ? { start } : { start, end })) {
+      visit(key, value.bytes, value.size);
+      records++;
+    }
+    return records;
+  }
+
+  /**
+   * Like scanRecordViews(), but in steps that may be turns of the event loop apart, all under
+   * one read transaction opened here: every step sees the records as they were at this call,
+   * whatever is written or deleted meanwhile. Everything applied so far is in it. The file is not
+   * remapped while a scan is open; a defragmentation's or a leader snapshot's swap of the file,
+   * and closing, abort it (its next step throws RecordScanAborted). Close it when done.
+   */
+  openRecordScan(name: string, start: Buffer, end: Buffer): RecordScan {
+    assert(!this.closed, 'backend is closed');
+    assert(this.depth === 0, 'a record scan opened inside a batch');
+    this.commitShared();
+    const view = this.recordView(name);
+    const txn = this.env.useReadTransaction();
+    const scan = new RecordScan(view, txn, start, end, () => {
+      this.scans.delete(scan);
+      this.envUsers--;
+    });
+    this.scans.add(scan);
+    this.envUsers++;
+    return scan;
+  }
+
+  private abortScans(): void {
+    for (const scan of [...this.scans]) scan.abort();
+    assert(this.scans.size === 0);
+  }
+
+  private recordView(name: string): RecordView {
+    assert(this.dbs.has(name), `sub-database ${name} is not open`);
     let view: RecordView | undefined = this.views.get(name);
     if (view === undefined || view.env !== this.env) {
       const decoded: { bytes: Buffer; size: number } = { bytes: EMPTY_VIEW, size: 0 };
@@ -650,12 +752,7 @@ export class Backend {
       view = { env: this.env, db };
       this.views.set(name, view);
     }
-    let records = 0;
-    for (const { key, value } of view.db.getRange(end === undefined ? { start } : { start, end })) {
-      visit(key, value.bytes, value.size);
-      records++;
-    }
-    return records;
+    return view;
   }
 
   /** How many records sub-database `name` holds (LMDB keeps the count: no scan). */
@@ -794,6 +891,8 @@ export class Backend {
     // (Without a check, the new file replaces whatever the old one holds: commit it, so that
     // closing does not meet an open transaction.)
     this.commitShared();
+    // A read transaction may not outlive its environment.
+    this.abortScans();
     const old = this.env;
     const closing = old.close();
     const closedNow = (old as unknown as { status?: string }).status === 'closed';
@@ -847,6 +946,7 @@ export class Backend {
     if (this.defragging) await this.defragging.catch(() => undefined);
     this.commitShared();
     this.closed = true;
+    this.abortScans();
     if (this.flushTimer) clearInterval(this.flushTimer);
     this.flushTimer = null;
     if (this.flushing) await this.flushing.catch(() => undefined);

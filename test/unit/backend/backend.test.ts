@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Backend, SNAPSHOT_CHUNK_BYTES } from '../../../src/backend/backend';
+import { Backend, RecordScanAborted, SNAPSHOT_CHUNK_BYTES } from '../../../src/backend/backend';
 import { crc32c, Crc32c } from '../../../src/backend/crc32c';
 
 const tempDirs: string[] = [];
@@ -211,6 +211,61 @@ describe('Backend', () => {
     expect(scan(500)).toEqual(expected(500));
     expect(() => be.scanRecordViews('nope', keyOf(0), () => undefined)).toThrow(/not open/);
     await be.close();
+  });
+
+  it('scans records in steps under one read transaction: writes and deletes meanwhile are not seen, no remap while open, a defragmentation aborts it', async () => {
+    const be = Backend.open(tmpDb(), { batchIntervalMs: 50 });
+    const db = be.subDb('d');
+    const keyOf = (i: number): Buffer => Buffer.from(`k${String(i).padStart(4, '0')}`);
+    be.batch(() => {
+      for (let i = 0; i < 1000; i++) db.putSync(keyOf(i), Buffer.alloc(1 + (i % 300), i % 251));
+    });
+    const collect = (into: string[]) => (key: Buffer, value: Buffer, valueBytes: number): void => {
+      into.push(`${key.toString()}:${value.subarray(0, valueBytes).toString('hex')}`);
+    };
+    const expected = (from: number, to: number): string[] =>
+      Array.from({ length: to - from }, (_, j) => `${keyOf(from + j).toString()}:${Buffer.alloc(1 + ((from + j) % 300), (from + j) % 251).toString('hex')}`);
+    // The batch above is still in the shared transaction: opening commits it first.
+    const scan = be.openRecordScan('d', keyOf(10), keyOf(990));
+    expect(be.openReadTransactions()).toBe(1);
+    const seen: string[] = [];
+    let steps = 0;
+    for (;;) {
+      steps++;
+      const more = scan.step(97, collect(seen));
+      // Between steps: overwrite, delete and add records, in shared transactions and committed ones.
+      be.batch(() => {
+        db.putSync(keyOf(500 + steps), Buffer.from('changed'));
+        db.removeSync(keyOf(600 + steps));
+        db.putSync(Buffer.from(`k0500x${steps}`), Buffer.from('new'));
+      });
+      if (steps % 3 === 0) await be.flushed();
+      expect(be.releaseMappedPages()).toBe(false);
+      await new Promise((r) => setImmediate(r));
+      if (!more) break;
+    }
+    expect(steps).toBe(11); // 980 records in steps of 97: ten full ones and one short
+    expect(seen).toEqual(expected(10, 990));
+    expect(be.openReadTransactions()).toBe(0);
+    expect(() => scan.step(1, () => undefined)).toThrow(/finished/);
+    scan.close(); // again: nothing
+    // A scan sees what was written since: the records changed above.
+    const later: string[] = [];
+    const again = be.openRecordScan('d', keyOf(501), keyOf(503));
+    while (again.step(1, collect(later)));
+    const changed = Buffer.from('changed').toString('hex');
+    expect(later).toEqual([`${keyOf(501).toString()}:${changed}`, `${keyOf(502).toString()}:${changed}`]);
+    // A defragmentation swaps the file: an open scan is aborted, its read transaction ended.
+    const open = be.openRecordScan('d', keyOf(0), keyOf(999));
+    expect(open.step(5, () => undefined)).toBe(true);
+    await be.defragment();
+    expect(be.openReadTransactions()).toBe(0);
+    expect(() => open.step(5, () => undefined)).toThrow(RecordScanAborted);
+    expect(() => be.batch(() => be.openRecordScan('d', keyOf(0), keyOf(1)))).toThrow(/inside a batch/);
+    // Closing the backend aborts one too.
+    const last = be.openRecordScan('d', keyOf(0), keyOf(999));
+    await be.close();
+    expect(() => last.step(5, () => undefined)).toThrow(RecordScanAborted);
   });
 
   it('holds writes while a defragmentation copies the file, and copies again after a write that could not wait', async () => {
