@@ -11,7 +11,7 @@
 // Measured (scripts/index-memory.ts, key strings aside): ~570 B/key before, ~108 after for keys
 // written once, ~244 for keys with 3 revisions.
 import assert from 'node:assert';
-import { revId, type RevisionSink } from './revision';
+import { type RevisionSink } from './revision';
 
 /** A generation ended by a tombstone, kept until compaction drops it. */
 interface ClosedGeneration {
@@ -231,7 +231,7 @@ export class KeyIndex {
     if (revs !== null) {
       for (let i = (revs.length >> 1) - 1; i >= 0; i--) {
         if (revs[2 * i] <= atRev) {
-          available.add(revId(revs[2 * i], revs[2 * i + 1]));
+          available.add(revs[2 * i], revs[2 * i + 1]);
           revIndex = i;
           break;
         }
@@ -265,7 +265,7 @@ export class KeyIndex {
     // versions deleting and keeping it hash alike.
     if (gen !== CURRENT) {
       const revs = this.closedGen(gen).revs;
-      if (revIndex === (revs.length >> 1) - 1) available.delete(revId(revs[2 * revIndex], revs[2 * revIndex + 1]));
+      if (revIndex === (revs.length >> 1) - 1) available.delete(revs[2 * revIndex], revs[2 * revIndex + 1]);
     }
   }
 }

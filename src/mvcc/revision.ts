@@ -67,18 +67,19 @@ export function revId(main: number, sub: number): string {
   return `${main}_${sub}`;
 }
 
-/** What a key index's compaction adds the revisions it keeps to (a Set<string> of revId()s is one). */
+/** What a key index's compaction adds the revisions it keeps to (RevisionSet, KeptRevisions). */
 export interface RevisionSink {
-  add(id: string): unknown;
-  delete(id: string): boolean;
+  add(main: number, sub: number): void;
+  /** Takes back the revision added last (KeyIndex.keep leaves a closing tombstone out). */
+  delete(main: number, sub: number): void;
 }
 
 /** Shards of a RevisionSet: at 1M revisions each holds ~16k. */
 const REVISION_SET_SHARDS = 64;
 
 /**
- * A set of revId()s spread over small Sets. The revisions a compaction keeps are one per key: a
- * single Set of 1M strings held the event loop 65-70 ms each time it doubled its table.
+ * A set of revisions spread over small Sets of revId()s. The revisions a compaction keeps are one
+ * per key: a single Set of 1M strings held the event loop 65-70 ms each time it doubled its table.
  */
 export class RevisionSet implements RevisionSink {
   private readonly shards: Set<string>[] = Array.from({ length: REVISION_SET_SHARDS }, () => new Set<string>());
@@ -89,16 +90,18 @@ export class RevisionSet implements RevisionSink {
     return this.shards[h & (REVISION_SET_SHARDS - 1)]!;
   }
 
-  add(id: string): this {
+  add(main: number, sub: number): void {
+    const id = revId(main, sub);
     this.shard(id).add(id);
-    return this;
   }
 
-  has(id: string): boolean {
+  has(main: number, sub: number): boolean {
+    const id = revId(main, sub);
     return this.shard(id).has(id);
   }
 
-  delete(id: string): boolean {
+  delete(main: number, sub: number): boolean {
+    const id = revId(main, sub);
     return this.shard(id).delete(id);
   }
 
@@ -108,6 +111,7 @@ export class RevisionSet implements RevisionSink {
     return n;
   }
 
+  /** The revisions as revId()s, in no particular order. */
   *[Symbol.iterator](): IterableIterator<string> {
     for (const s of this.shards) yield* s;
   }

@@ -1,12 +1,13 @@
 // The revisioned key space (etcd's mvcc store): an in-memory ordered index of every key's
 // history plus revision-keyed KeyValue records in the backend's "key" sub-database.
 import assert from 'node:assert';
-import type { Backend, SubDb } from '../backend/backend';
+import { RecordScanAborted, type Backend, type SubDb } from '../backend/backend';
 import { Crc32c } from '../backend/crc32c';
 import { etcdError } from '../errors';
 import { IndexRebuild, REBUILD_CHUNK_RECORDS } from './index_rebuild';
 import { decodeKeyValue, decodeRecordHead, encodeKeyValue, encodeStoredKeyValue } from './kv_codec';
-import { bytesToRev, isTombstoneKey, revId, RevisionSet, revToBytes, REV_BYTES } from './revision';
+import { bytesToRev, isTombstoneKey, revToBytes, REV_BYTES } from './revision';
+import { RevisionTable } from './revision_table';
 import { TreeIndex, type RangeEnd } from './tree_index';
 import { EventType, type KeyValue, type MvccEvent } from './types';
 
@@ -81,6 +82,12 @@ const COMPACTION_BATCH_LIMIT = 1000;
 const COMPACTION_SLEEP_MS = 10;
 /** Keys whose history the index's compaction drops per turn of the event loop (~5 ms at 1M keys). */
 const INDEX_COMPACTION_KEYS_PER_TURN = 4096;
+/** Keys HashKV's walk of the index visits, or records it hashes, per turn of the event loop (~2-5 ms). */
+const HASH_KV_STEP = 4096;
+/** HashKV requests that may wait while one runs. */
+const HASH_KV_MAX_WAITING = 16;
+/** Tries of one HashKV when the file is swapped under it (each defragmentation swaps it once). */
+const HASH_KV_MAX_ATTEMPTS = 3;
 const MAX_LISTENERS = 16;
 
 const EMPTY = Buffer.alloc(0);
@@ -97,6 +104,21 @@ export function toRangeEnd(end: Buffer | null): RangeEnd {
   if (end === null || end.length === 0) return null;
   if (end.length === 1 && end[0] === 0) return '';
   return end.toString('latin1');
+}
+
+/** Sizes of the store's steps; tests make them small. */
+export interface MvccStoreOptions {
+  /** Records the key index's rebuild sorts at a time. */
+  rebuildChunkRecords?: number;
+  /** Keys or records HashKV visits per turn of the event loop. */
+  hashKvStep?: number;
+}
+
+/** etcd's HashKV answer (see MvccStore.hashKV). */
+export interface HashKvResult {
+  hash: number;
+  compactRevision: number;
+  hashRevision: number;
 }
 
 export class MvccStore {
@@ -118,6 +140,8 @@ export class MvccStore {
   private pendingNotify: Array<{ events: MvccEvent[]; rev: number }> = [];
   private notifyBatch = -1;
   private compactChain: Promise<void> = Promise.resolve();
+  private hashChain: Promise<unknown> = Promise.resolve();
+  private hashesWaiting = 0;
   private closed = false;
   private sleepTimer: NodeJS.Timeout | null = null;
   /** Scratch record key for point reads (lmdb-js copies the key before returning). */
@@ -139,11 +163,16 @@ export class MvccStore {
    */
   private restoredLeases: Map<string, { key: Buffer; lease: bigint }> | null;
 
-  /** `rebuildChunkRecords`: records the key index's rebuild sorts at a time (tests make it small). */
+  private readonly rebuildChunkRecords: number;
+  private readonly hashKvStep: number;
+
   constructor(
     private readonly backend: Backend,
-    private readonly rebuildChunkRecords = REBUILD_CHUNK_RECORDS,
+    opts: MvccStoreOptions = {},
   ) {
+    this.rebuildChunkRecords = opts.rebuildChunkRecords ?? REBUILD_CHUNK_RECORDS;
+    this.hashKvStep = opts.hashKvStep ?? HASH_KV_STEP;
+    assert(this.rebuildChunkRecords >= 1 && this.hashKvStep >= 1);
     this.kv = backend.subDb(KEY_DB);
     this.restoredLeases = null;
     this.restore();
@@ -412,18 +441,23 @@ export class MvccStore {
    * etcd's takes its index lock per key. Returns the revisions the records keep; null when the
    * store closed or its index was replaced (a leader's snapshot) meanwhile.
    */
-  private async compactIndex(index: TreeIndex, rev: number): Promise<RevisionSet | null> {
-    const available = new RevisionSet();
+  private async compactIndex(index: TreeIndex, rev: number): Promise<RevisionTable | null> {
+    // Keys added meanwhile keep nothing at or below rev: the key count bounds the table.
+    const available = new RevisionTable(rev, index.keyCount());
+    let prefaulting = true;
     let after: string | null = null;
     for (;;) {
       if (this.closed || this.index !== index) return null;
-      after = index.compactSome(rev, after, INDEX_COMPACTION_KEYS_PER_TURN, available);
-      if (after === null) return available;
+      if (prefaulting) prefaulting = available.prefault();
+      else {
+        after = index.compactSome(rev, after, INDEX_COMPACTION_KEYS_PER_TURN, available);
+        if (after === null) return available;
+      }
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
 
-  private async physicalCompact(rev: number, keep: RevisionSet): Promise<void> {
+  private async physicalCompact(rev: number, keep: RevisionTable): Promise<void> {
     const end = revToBytes(rev + 1, 0);
     let start = revToBytes(0, 0);
     for (;;) {
@@ -440,7 +474,7 @@ export class MvccStore {
         for (const key of this.kv.getKeys({ start, end, limit: COMPACTION_BATCH_LIMIT })) keys.push(Buffer.from(key));
         for (const key of keys) {
           const r = bytesToRev(key);
-          if (!keep.has(revId(r.main, r.sub))) {
+          if (!keep.has(r.main, r.sub)) {
             this.kv.removeSync(key);
             this.ops.compactedKeys++;
           }
@@ -477,33 +511,80 @@ export class MvccStore {
     return this.backend.hash();
   }
 
-  /** etcd's HashKV: crc32c of the KV records up to rev as a compaction at rev would keep them. */
-  hashKV(rev: number): { hash: number; compactRevision: number; hashRevision: number } {
+  /**
+   * etcd's HashKV: crc32c of the KV records up to rev as a compaction at rev would keep them.
+   * In steps, turns of the event loop apart (at 1M keys one pass held the loop 1-4 s: no request
+   * and no Raft heartbeat meanwhile, where a follower's election timeout is 1 s): the records
+   * are read under one read transaction opened first, so the hash is of the store as it was at
+   * this call. One hash runs at a time; HASH_KV_MAX_WAITING more may wait for it.
+   */
+  hashKV(rev: number): Promise<HashKvResult> {
+    if (this.closed) return Promise.reject(etcdError('Stopped'));
+    if (this.hashesWaiting >= HASH_KV_MAX_WAITING) return Promise.reject(etcdError('RequestTooManyRequests'));
+    this.hashesWaiting++;
+    const run = this.hashChain.then(() => {
+      this.hashesWaiting--;
+      return this.hashKvRetrying(rev);
+    });
+    this.hashChain = run.catch(() => undefined);
+    return run;
+  }
+
+  private async hashKvRetrying(rev: number): Promise<HashKvResult> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.hashKvOnce(rev);
+      } catch (e) {
+        // A defragmentation swapped the file under the scan (same records), or a leader's
+        // snapshot replaced the store (the revision is checked again against it).
+        if (!(e instanceof RecordScanAborted) || attempt >= HASH_KV_MAX_ATTEMPTS) throw e;
+      }
+    }
+  }
+
+  private async hashKvOnce(requested: number): Promise<HashKvResult> {
+    if (this.closed) throw etcdError('Stopped');
     const compactRev = this.compactMainRev;
-    if (rev > 0 && rev < compactRev) throw etcdError('Compacted');
-    if (rev > 0 && rev > this.currentRev) throw etcdError('FutureRev');
-    if (rev <= 0) rev = this.currentRev;
-    // Only records at or below the compact revision are checked against what a compaction
-    // keeps: none when the store was never compacted (the index's walk is skipped then).
-    let keep: RevisionSet | null = compactRev > 0 ? this.index.keep(rev) : null;
-    if (keep !== null && keep.size === 0) keep = null;
-    const h = new Crc32c().update(KEY_DB_NAME_BYTES);
-    // Values as views of LMDB's buffer: each is hashed during its call, none is kept.
-    this.backend.scanRecordViews(
-      KEY_DB,
-      revToBytes(0, 0),
-      (key, value, valueBytes) => {
+    if (requested > 0 && requested < compactRev) throw etcdError('Compacted');
+    if (requested > 0 && requested > this.currentRev) throw etcdError('FutureRev');
+    const rev = requested <= 0 ? this.currentRev : requested;
+    const index = this.index;
+    const scan = this.backend.openRecordScan(KEY_DB, revToBytes(0, 0), revToBytes(rev + 1, 0));
+    try {
+      // Between steps: writes only add revisions above rev; a compaction at or below rev
+      // changes neither what it keeps at rev nor the records read; one above rev is etcd's
+      // "compacted" for this hash, as it would have been for a later request.
+      const turn = async (): Promise<void> => {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        if (this.closed) throw etcdError('Stopped');
+        if (this.index !== index) throw new RecordScanAborted('the store was replaced during HashKV');
+        if (this.compactMainRev > rev) throw etcdError('Compacted');
+      };
+      // Only records at or below the compact revision are checked against what a compaction
+      // keeps: none when the store was never compacted (the index's walk is skipped then).
+      let kept: RevisionTable | null = null;
+      if (compactRev > 0) {
+        kept = new RevisionTable(compactRev, index.keyCount());
+        while (kept.prefault()) await turn();
+        let after: string | null = null;
+        while ((after = index.keepSome(rev, after, this.hashKvStep, kept)) !== null) await turn();
+        if (kept.size === 0) kept = null; // etcd hashes every record then
+      }
+      const h = new Crc32c().update(KEY_DB_NAME_BYTES);
+      const visit = (key: Buffer, value: Buffer, valueBytes: number): void => {
         const r = bytesToRev(key);
         // Revisions a compaction at or before rev would drop are left out, so members that
         // compacted physically at different moments agree.
-        if (r.main <= compactRev && keep !== null && !keep.has(revId(r.main, r.sub))) return;
+        if (r.main <= compactRev && kept !== null && !kept.has(r.main, r.sub)) return;
         if (r.main === compactRev && isTombstoneKey(key)) return;
         h.update(key);
         h.update(value, valueBytes);
-      },
-      revToBytes(rev + 1, 0),
-    );
-    return { hash: h.digest(), compactRevision: compactRev, hashRevision: rev };
+      };
+      while (scan.step(this.hashKvStep, visit)) await turn();
+      return { hash: h.digest(), compactRevision: compactRev, hashRevision: rev };
+    } finally {
+      scan.close();
+    }
   }
 
   // ---- start-up ----
@@ -581,6 +662,8 @@ export class MvccStore {
     this.wakeSleeper?.();
     this.wakeSleeper = null;
     await this.compactChain;
+    // A running HashKV stops at its next step.
+    await this.hashChain;
   }
 }
 

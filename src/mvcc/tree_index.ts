@@ -3,7 +3,7 @@
 import assert from 'node:assert';
 import BTree, { simpleComparator } from 'sorted-btree';
 import { KeyIndex, type IndexGet } from './key_index';
-import { RevisionSet, type RevisionSink } from './revision';
+import { type RevisionSink } from './revision';
 
 /** `end`: null = just `key`; '' = no upper bound; otherwise the exclusive upper bound. */
 export type RangeEnd = string | null;
@@ -159,12 +159,27 @@ export class TreeIndex {
     return last;
   }
 
-  keep(rev: number): RevisionSet {
-    const available = new RevisionSet();
-    this.tree.forEach((ki) => {
-      ki.keep(rev, available);
+  /**
+   * Adds to `kept` the revisions a compaction at rev would keep of up to `maxKeys` keys after
+   * `afterKey` (null: from the first), changing nothing (HashKV). Returns the last key visited,
+   * to go on after, or null when there was none left.
+   */
+  keepSome(rev: number, afterKey: string | null, maxKeys: number, kept: RevisionSink): string | null {
+    assert(maxKeys >= 1);
+    const low = afterKey ?? this.tree.minKey();
+    const high = this.tree.maxKey();
+    if (low === undefined || high === undefined) return null;
+    let last: string | null = null;
+    let n = 0;
+    this.tree.forRange(low, high, true, (k, ki) => {
+      if (k === afterKey) return undefined;
+      if (n >= maxKeys) return { break: true };
+      ki.keep(rev, kept);
+      last = k;
+      n++;
+      return undefined;
     });
-    return available;
+    return last;
   }
 
   /** Every live key with its current revision. */

@@ -1326,7 +1326,7 @@ export class EtcdServer implements EtcdServerApi {
   async hashKV(req: pb.HashKVRequest, ctx?: CallAuth): Promise<pb.HashKVResponse> {
     this.auth.checkAdmin(ctx);
     const startMs = performance.now();
-    const r = this.mvcc.hashKV(Number(req.revision));
+    const r = await this.mvcc.hashKV(Number(req.revision));
     this.metrics?.mvcc.hashRevDurationSeconds.observe((performance.now() - startMs) / 1000);
     return {
       header: this.header(),

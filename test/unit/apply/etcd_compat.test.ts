@@ -193,7 +193,7 @@ describe('KV semantics equal the real etcd', () => {
     await same('Put', putReq('l2', '', { lease: String(LEASE_ID), ignoreValue: true }));
     // HashKV over the same history matches bit for bit (same record layout as etcd).
     const theirs = (await call<pb.HashKVResponse>(client.maint.HashKV, { revision: '0' })) as pb.HashKVResponse;
-    const h = mine!.s.store.hashKV(0);
+    const h = await mine!.s.store.hashKV(0);
     expect({ hash: h.hash, compactRevision: String(h.compactRevision) }).toEqual({ hash: theirs.hash, compactRevision: theirs.compactRevision });
     expect(String(mine!.s.store.currentRevision())).toBe(theirs.header?.revision);
 
@@ -229,7 +229,7 @@ describe('KV semantics equal the real etcd', () => {
       }
       let m: unknown;
       try {
-        const r = mine!.s.store.hashKV(Number(rev));
+        const r = await mine!.s.store.hashKV(Number(rev));
         m = { hash: r.hash, compactRevision: String(r.compactRevision) };
       } catch (e) {
         m = { error: (e as Error).message };

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll } from 'vitest';
 import { Backend } from '../../../src/backend/backend';
-import { MvccStore } from '../../../src/mvcc/store';
+import { MvccStore, type MvccStoreOptions } from '../../../src/mvcc/store';
 import type { MvccEvent } from '../../../src/mvcc/types';
 
 /** Temp dirs of this test file; they outlive closeStore (tests reopen a closed store's path). */
@@ -19,9 +19,9 @@ export function tempDbPath(): string {
   return path.join(dir, 'member', 'snap', 'db');
 }
 
-export function openStore(dbPath = tempDbPath(), rebuildChunkRecords?: number): { backend: Backend; store: MvccStore; dbPath: string } {
+export function openStore(dbPath = tempDbPath(), opts?: MvccStoreOptions): { backend: Backend; store: MvccStore; dbPath: string } {
   const backend = Backend.open(dbPath, { mapSizeBytes: 256 * 1024 * 1024 });
-  const store = new MvccStore(backend, rebuildChunkRecords);
+  const store = new MvccStore(backend, opts);
   return { backend, store, dbPath };
 }
 

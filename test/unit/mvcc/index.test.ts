@@ -33,12 +33,12 @@ describe('KeyIndex', () => {
     ki.put(4, 0);
     ki.tombstone(6, 0);
     ki.put(8, 0);
-    const avail = new Set<string>();
+    const avail = new RevisionSet();
     ki.compact(5, avail);
     expect([...avail]).toEqual(['4_0']);
     expect(ki.get(5)?.modMain).toBe(4);
     expect(ki.get(9)?.modMain).toBe(8);
-    const avail2 = new Set<string>();
+    const avail2 = new RevisionSet();
     ki.compact(7, avail2);
     // The generation that ended at 6 is gone; the current one has nothing <= 7.
     expect([...avail2]).toEqual([]);
@@ -50,14 +50,14 @@ describe('KeyIndex', () => {
     const ki = new KeyIndex('a');
     ki.put(2, 0);
     ki.tombstone(3, 0);
-    const keep = new Set<string>();
+    const keep = new RevisionSet();
     ki.keep(3, keep);
     expect(keep.size).toBe(0);
-    const avail = new Set<string>();
+    const avail = new RevisionSet();
     ki.compact(3, avail);
     expect([...avail]).toEqual(['3_0']);
     expect(ki.isEmpty()).toBe(false);
-    const avail2 = new Set<string>();
+    const avail2 = new RevisionSet();
     ki.compact(4, avail2);
     expect(ki.isEmpty()).toBe(true);
   });
@@ -75,7 +75,7 @@ describe('KeyIndex compact form', () => {
     for (let r = 3; r < 103; r++) expect(ki.put(r, 1)).toBe(false);
     expect(ki.get(50)).toEqual({ modMain: 50, modSub: 1, createdMain: 2, ver: 49 });
     expect(ki.get(200)).toEqual({ modMain: 102, modSub: 1, createdMain: 2, ver: 101 });
-    const avail = new Set<string>();
+    const avail = new RevisionSet();
     ki.compact(102, avail);
     expect([...avail]).toEqual(['102_1']);
     expect(ki.get(101)).toBeNull();
@@ -98,10 +98,10 @@ describe('KeyIndex compact form', () => {
     expect(ki.put(9, 0)).toBe(true);
     expect(ki.get(9)).toEqual({ modMain: 9, modSub: 0, createdMain: 9, ver: 1 });
     expect(ki.generationCount()).toBe(2);
-    const keep = new Set<string>();
+    const keep = new RevisionSet();
     ki.keep(8, keep);
     expect(keep.size).toBe(0); // the tombstone at the compact revision stays out of hashes
-    const avail = new Set<string>();
+    const avail = new RevisionSet();
     ki.compact(9, avail);
     expect([...avail]).toEqual(['9_0']);
     expect(ki.generationCount()).toBe(1);
@@ -152,16 +152,18 @@ describe('RevisionSet', () => {
       return seed % n;
     };
     for (let i = 0; i < 50_000; i++) {
-      const id = revId(next(20_000), next(3));
-      if (next(4) === 0) expect(rs.delete(id)).toBe(set.delete(id));
+      const main = next(20_000);
+      const sub = next(3);
+      const id = revId(main, sub);
+      if (next(4) === 0) expect(rs.delete(main, sub)).toBe(set.delete(id));
       else {
-        rs.add(id);
+        rs.add(main, sub);
         set.add(id);
       }
-      if (i % 997 === 0) expect(rs.has(id)).toBe(set.has(id));
+      if (i % 997 === 0) expect(rs.has(main, sub)).toBe(set.has(id));
     }
     expect(rs.size).toBe(set.size);
     expect([...rs].sort()).toEqual([...set].sort());
-    for (let m = 0; m < 20_000; m += 7) expect(rs.has(revId(m, 1))).toBe(set.has(revId(m, 1)));
+    for (let m = 0; m < 20_000; m += 7) expect(rs.has(m, 1)).toBe(set.has(revId(m, 1)));
   });
 });

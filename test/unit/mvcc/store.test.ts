@@ -1,14 +1,14 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { EtcdError } from '../../../src/errors';
-import { appendKeyRecord, KEY_DB } from '../../../src/mvcc/store';
+import { appendKeyRecord, KEY_DB, type MvccStoreOptions } from '../../../src/mvcc/store';
 import { revToBytes } from '../../../src/mvcc/revision';
 import { EventType, type MvccEvent } from '../../../src/mvcc/types';
 import { b, closeStore, openStore, write } from './helpers';
 
 type S = ReturnType<typeof openStore>;
 const opened: S[] = [];
-function fresh(path?: string, rebuildChunkRecords?: number): S {
-  const s = openStore(path, rebuildChunkRecords);
+function fresh(path?: string, opts?: MvccStoreOptions): S {
+  const s = openStore(path, opts);
   opened.push(s);
   return s;
 }
@@ -19,6 +19,15 @@ afterEach(async () => {
 function errName(fn: () => unknown): string {
   try {
     fn();
+  } catch (e) {
+    if (e instanceof EtcdError) return e.message;
+    throw e;
+  }
+  return 'no error';
+}
+async function asyncErrName(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
   } catch (e) {
     if (e instanceof EtcdError) return e.message;
     throw e;
@@ -219,7 +228,7 @@ describe('MvccStore restart, every revision', () => {
     const before = snapshot(p);
     await closeStore(p);
     opened.splice(opened.indexOf(p), 1);
-    const q = fresh(p.dbPath, chunkRecords);
+    const q = fresh(p.dbPath, { rebuildChunkRecords: chunkRecords });
     expect(q.store.currentRevision()).toBe(last);
     expect(snapshot(q)).toEqual(before);
     // Writes after the rebuild find every key where it was (creates, deletes and overwrites).
@@ -320,7 +329,7 @@ describe('MvccStore compaction', () => {
     expect(errName(() => q.store.range(b('k1'), null, { rev: rev - 1 }))).toBe(COMPACTED);
     // Wait (bounded) for the resumed physical compaction to finish: only 10 records remain.
     const deadline = Date.now() + 20_000;
-    while (q.store.hashKV(0).hash !== 0 && Date.now() < deadline) {
+    while ((await q.store.hashKV(0)).hash !== 0 && Date.now() < deadline) {
       const recs = [...q.backend.subDb('key').getKeys({})].length;
       if (recs === 10) break;
       await new Promise((r) => setTimeout(r, 20));
@@ -374,20 +383,105 @@ describe('MvccStore compaction', () => {
       write(s, (t) => t.deleteRange(b('y'), null));
       write(s, (t) => t.put(b('z'), b('1'), 0n));
     }
-    expect(a.store.hashKV(0)).toEqual(c.store.hashKV(0));
-    const before = a.store.hashKV(6);
+    expect(await a.store.hashKV(0)).toEqual(await c.store.hashKV(0));
+    const before = await a.store.hashKV(6);
     const { done } = a.store.compact(4);
-    const mid = a.store.hashKV(6);
+    const mid = await a.store.hashKV(6);
     await done;
-    expect(a.store.hashKV(6).hash).toBe(mid.hash);
-    c.store.compact(4);
-    expect(c.store.hashKV(6)).toEqual(a.store.hashKV(6));
+    expect((await a.store.hashKV(6)).hash).toBe(mid.hash);
+    const cDone = c.store.compact(4).done;
+    expect(await c.store.hashKV(6)).toEqual(await a.store.hashKV(6));
     expect(mid.compactRevision).toBe(4);
     expect(before.compactRevision).toBe(-1);
-    expect(errName(() => a.store.hashKV(3))).toBe(COMPACTED);
-    expect(errName(() => a.store.hashKV(7))).toBe(FUTURE);
-    expect(a.store.hashKV(0).hashRevision).toBe(6);
-    expect(a.store.hash()).toBe(c.store.hash() === a.store.hash() ? a.store.hash() : a.store.hash());
+    expect(await asyncErrName(a.store.hashKV(3))).toBe(COMPACTED);
+    expect(await asyncErrName(a.store.hashKV(7))).toBe(FUTURE);
+    expect((await a.store.hashKV(0)).hashRevision).toBe(6);
+    // Once both compactions are done the whole files hash alike too (etcd's Hash).
+    await cDone;
+    expect(c.store.hash()).toBe(a.store.hash());
+  });
+});
+
+describe('MvccStore HashKV in steps', () => {
+  const KEYS = 300;
+  const key = (i: number): Buffer => b(`k${String(i).padStart(4, '0')}`);
+  /** Three rounds over `keys` keys (a txn of 100 puts each), the first compacted away. */
+  async function history(hashKvStep = 7, keys = KEYS): Promise<S> {
+    // Seven keys or records per turn of the event loop: a hash takes ~170 turns here.
+    const s = fresh(undefined, { hashKvStep });
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < keys; i += 100) {
+        write(s, (t) => {
+          for (let j = i; j < i + 100; j++) t.put(key(j), b(`r${round}-${j}`), 0n);
+        });
+      }
+      if (round === 0) await s.store.compact(s.store.currentRevision()).done;
+    }
+    write(s, (t) => t.deleteRange(key(0), key(5)));
+    return s;
+  }
+  const turn = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
+
+  it('answers for the store as it was when asked: writes, and a compaction at or below its revision that deletes records it hashes, between its steps change nothing', async () => {
+    const s = await history();
+    const rev = s.store.currentRevision();
+    const reference = await s.store.hashKV(0);
+    expect(reference).toMatchObject({ compactRevision: 4, hashRevision: rev });
+    let settled = false;
+    const running = s.store.hashKV(0).finally(() => (settled = true));
+    let turns = 0;
+    let compacted = false;
+    while (!settled) {
+      await turn();
+      turns++;
+      write(s, (t) => {
+        t.put(key(turns % KEYS), b(`during${turns}`), 0n);
+        t.deleteRange(key(KEYS - 1 - (turns % 50)), null);
+      });
+      expect(s.store.range(key(turns % KEYS), null).kvs[0]?.value.toString()).toBe(`during${turns}`);
+      // A compaction at the hash's revision removes the second round's records, which this
+      // hash includes (they are above its compact revision): it runs to its end meanwhile.
+      if (turns === 3) void s.store.compact(rev).done.then(() => (compacted = true));
+    }
+    expect(compacted).toBe(true);
+    expect(turns).toBeGreaterThan(50);
+    expect(await running).toEqual(reference);
+    // Asked again, it is of the store as compacted now: a different compact revision.
+    expect(await s.store.hashKV(rev)).toMatchObject({ compactRevision: rev, hashRevision: rev });
+  });
+
+  it('answers "compacted" when a compaction above its revision comes during it, queues at most 16 more, and is "stopped" by closing', async () => {
+    const s = await history();
+    const rev = s.store.currentRevision();
+    const running = asyncErrName(s.store.hashKV(rev));
+    await turn();
+    write(s, (t) => t.put(key(1), b('after'), 0n));
+    s.store.compact(rev + 1);
+    expect(await running).toBe(COMPACTED);
+    // One runs at a time; 16 wait (each answers alike); the next is refused as etcd refuses an overload.
+    const reference = await s.store.hashKV(0);
+    const queued = Array.from({ length: 16 }, () => s.store.hashKV(0));
+    expect(await asyncErrName(s.store.hashKV(0))).toBe('etcdserver: too many requests');
+    for (const q of queued) expect(await q).toEqual(reference);
+    expect(await s.store.hashKV(0)).toEqual(reference);
+    const stopped = asyncErrName(s.store.hashKV(0));
+    await turn();
+    await closeStore(s);
+    opened.splice(opened.indexOf(s), 1);
+    expect(await stopped).toBe('etcdserver: server stopped');
+    expect(await asyncErrName(s.store.hashKV(0))).toBe('etcdserver: server stopped');
+  });
+
+  it('starts again when a defragmentation swaps the file under it', async () => {
+    // ~12000 turns: the copy on lmdb-js's thread ends long before the hash (~350-770 turns for 300 keys).
+    const s = await history(1, 3000);
+    const reference = await s.store.hashKV(0);
+    let settled = false;
+    const running = s.store.hashKV(0).finally(() => (settled = true));
+    await turn();
+    await s.backend.defragment();
+    expect(settled).toBe(false);
+    expect(await running).toEqual(reference);
   });
 });
 
@@ -473,9 +567,9 @@ describe('MvccStore with backend maintenance', () => {
     const s = fresh();
     for (let i = 0; i < 200; i++) write(s, (t) => t.put(b(`k${i % 20}`), Buffer.alloc(1000, i), 0n));
     await s.store.compact(s.store.currentRevision()).done;
-    const before = s.store.hashKV(0);
+    const before = await s.store.hashKV(0);
     await s.backend.defragment();
-    expect(s.store.hashKV(0)).toEqual(before);
+    expect(await s.store.hashKV(0)).toEqual(before);
     write(s, (t) => t.put(b('after'), b('defrag'), 0n));
     expect(s.store.range(b('after'), null).kvs[0].value.toString()).toBe('defrag');
     expect(s.store.range(b('k'), b('l')).count).toBe(20);
