@@ -8,7 +8,7 @@ import assert from 'node:assert';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { open, type Database, type RootDatabase, type RootDatabaseOptions, type Transaction } from 'lmdb';
+import { open, type Database, type RangeOptions, type RootDatabase, type RootDatabaseOptions, type Transaction } from 'lmdb';
 import { BBOLT_MAGIC, BBOLT_PAGE_HEADER_BYTES } from './bbolt_format';
 import { Crc32c } from './crc32c';
 
@@ -88,47 +88,78 @@ const EMPTY_VIEW: Buffer = Buffer.alloc(0);
 /** Gets each record of a scan: `value`'s first `valueBytes` bytes are valid only during the call. */
 export type RecordVisitor = (key: Buffer, value: Buffer, valueBytes: number) => void;
 
+/** Backend.openHash(): step until false, then digest; close if given up before. */
+export interface BackendHash {
+  step(maxRecords: number): boolean;
+  digest(): number;
+  close(): void;
+}
+
 /** A record scan's step found the backend's file swapped or closed under it (see openRecordScan). */
 export class RecordScanAborted extends Error {}
 
-/** A scan in steps under one read transaction: Backend.openRecordScan(). */
+/** One sub-database's part of a RecordScan: keys from `start` (to `end`, exclusive); all when absent. */
+interface ScanSegment {
+  view: RecordView;
+  start?: Buffer;
+  end?: Buffer;
+}
+
+/** A scan in steps under one read transaction: Backend.openRecordScan(), Backend.openHash(). */
 export class RecordScan {
-  private next: Buffer;
-  private started = false;
+  private segment = 0;
+  /** The last key visited in the current segment; null before its first. */
+  private last: Buffer | null = null;
+  private entered = false;
   private finished = false;
   private aborted = false;
 
   constructor(
-    private readonly view: RecordView,
+    private readonly segments: ScanSegment[],
     private readonly txn: Transaction,
-    start: Buffer,
-    private readonly end: Buffer,
     private readonly onClose: () => void,
-  ) {
-    this.next = start;
-  }
+  ) {}
 
   /**
-   * Visits up to `maxRecords` more records in key order; false once the scan is past its end.
-   * Throws RecordScanAborted if the file was swapped or closed since the last step.
+   * Visits up to `maxRecords` more records in key order, each segment's after the one before
+   * (`enter` is told each segment's index as it begins, even one without records); false once
+   * the scan is past its end. Throws RecordScanAborted if the file was swapped or closed since
+   * the last step.
    */
-  step(maxRecords: number, visit: RecordVisitor): boolean {
+  step(maxRecords: number, visit: RecordVisitor, enter?: (segment: number) => void): boolean {
     assert(maxRecords >= 1);
     if (this.aborted) throw new RecordScanAborted('the database file was swapped or closed during the scan');
     assert(!this.finished, 'a step of a finished record scan');
     let records = 0;
-    let last: Buffer | null = null;
-    const range = { start: this.next, end: this.end, limit: maxRecords, transaction: this.txn, exclusiveStart: this.started };
-    for (const { key, value } of this.view.db.getRange(range)) {
-      visit(key, value.bytes, value.size);
-      last = key;
-      records++;
+    while (records < maxRecords && this.segment < this.segments.length) {
+      const seg = this.segments[this.segment]!;
+      if (!this.entered) {
+        this.entered = true;
+        enter?.(this.segment);
+      }
+      const want = maxRecords - records;
+      const range: RangeOptions = { limit: want, transaction: this.txn };
+      // lmdb-js tells a range without a start by the property's absence.
+      if (this.last !== null) {
+        range.start = this.last;
+        range.exclusiveStart = true;
+      } else if (seg.start !== undefined) range.start = seg.start;
+      if (seg.end !== undefined) range.end = seg.end;
+      let got = 0;
+      let last: Buffer | null = null;
+      for (const { key, value } of seg.view.db.getRange(range)) {
+        visit(key, value.bytes, value.size);
+        last = key;
+        got++;
+      }
+      records += got;
+      if (got < want) {
+        this.segment++;
+        this.last = null;
+        this.entered = false;
+      } else if (last !== null) this.last = Buffer.from(last);
     }
-    if (last !== null) {
-      this.next = Buffer.from(last);
-      this.started = true;
-    }
-    if (records < maxRecords) this.close();
+    if (this.segment === this.segments.length) this.close();
     return !this.finished;
   }
 
@@ -668,21 +699,44 @@ export class Backend {
    * index as etcd does: equal applied history gives equal hashes.
    */
   hash(): number {
-    const h = new Crc32c();
+    const hash = this.openHash();
+    while (hash.step(Number.MAX_SAFE_INTEGER));
+    return hash.digest();
+  }
+
+  /**
+   * hash() in steps that may be turns of the event loop apart, all under one read transaction
+   * (see openRecordScan): each sub-database's name, then its records, in name order.
+   */
+  openHash(): BackendHash {
     const names = [...this.dbs.keys()].sort();
+    const scan = this.openScan(names.map((name) => ({ name })));
+    const h = new Crc32c();
     const ciKey = Buffer.from(CONSISTENT_INDEX_KEY);
     const flushKey = Buffer.from(FLUSH_MARKER_KEY);
-    for (const name of names) {
-      const db = this.dbs.get(name);
-      assert(db);
+    let inMeta = false;
+    const enter = (segment: number): void => {
+      const name = names[segment]!;
+      inMeta = name === META_DB;
       h.update(Buffer.from(name));
-      for (const { key, value } of db.getRange({})) {
-        if (name === META_DB && (ciKey.equals(key) || flushKey.equals(key))) continue;
-        h.update(key);
-        h.update(value);
-      }
-    }
-    return h.digest();
+    };
+    const visit = (key: Buffer, value: Buffer, valueBytes: number): void => {
+      if (inMeta && (ciKey.equals(key) || flushKey.equals(key))) return;
+      h.update(key);
+      h.update(value, valueBytes);
+    };
+    let done = false;
+    return {
+      step: (maxRecords: number): boolean => {
+        done = !scan.step(maxRecords, visit, enter);
+        return !done;
+      },
+      digest: (): number => {
+        assert(done, 'a hash digested before its last step');
+        return h.digest();
+      },
+      close: (): void => scan.close(),
+    };
   }
 
   /**
@@ -713,12 +767,17 @@ export class Backend {
    * and closing, abort it (its next step throws RecordScanAborted). Close it when done.
    */
   openRecordScan(name: string, start: Buffer, end: Buffer): RecordScan {
+    return this.openScan([{ name, start, end }]);
+  }
+
+  private openScan(parts: Array<{ name: string; start?: Buffer; end?: Buffer }>): RecordScan {
     assert(!this.closed, 'backend is closed');
     assert(this.depth === 0, 'a record scan opened inside a batch');
+    // Opening a view's handle runs a write transaction of its own: none may be open around it.
     this.commitShared();
-    const view = this.recordView(name);
+    const segments = parts.map((p) => ({ view: this.recordView(p.name), start: p.start, end: p.end }));
     const txn = this.env.useReadTransaction();
-    const scan = new RecordScan(view, txn, start, end, () => {
+    const scan = new RecordScan(segments, txn, () => {
       this.scans.delete(scan);
       this.envUsers--;
     });

@@ -1318,7 +1318,7 @@ export class EtcdServer implements EtcdServerApi {
   async hash(_req: pb.HashRequest, ctx?: CallAuth): Promise<pb.HashResponse> {
     this.auth.checkAdmin(ctx);
     const startMs = performance.now();
-    const hash = this.mvcc.hash();
+    const hash = await this.mvcc.hash();
     this.metrics?.mvcc.hashDurationSeconds.observe((performance.now() - startMs) / 1000);
     return { header: this.header(), hash } as pb.HashResponse;
   }

@@ -268,6 +268,62 @@ describe('Backend', () => {
     expect(() => last.step(5, () => undefined)).toThrow(RecordScanAborted);
   });
 
+  it("hashes in steps as in one go: every sub-database's name, even an empty one's, then its records; writes between steps are not in it; the consistent index never is", async () => {
+    const be = Backend.open(tmpDb(), { batchIntervalMs: 50 });
+    const a = be.subDb('a');
+    const z = be.subDb('z');
+    be.batch(() => {
+      for (let i = 0; i < 500; i++) a.putSync(Buffer.from(`a${i}`), Buffer.alloc(1 + (i % 200), i % 251));
+      for (let i = 0; i < 30; i++) z.putSync(Buffer.from(`z${i}`), Buffer.from(`v${i}`));
+      be.setConsistentIndex(10);
+    });
+    const whole = be.hash();
+    // The reference, computed here from plain reads: names in order, then each one's records.
+    const expected = new Crc32c();
+    for (const name of ['a', 'meta', 'z']) {
+      expected.update(Buffer.from(name));
+      if (name === 'meta') continue; // only the consistent index is in it here
+      for (const { key, value } of be.subDb(name).getRange({})) expected.update(key).update(value);
+    }
+    expect(whole).toBe(expected.digest());
+    const records = ['a', 'meta', 'z'].reduce((n, name) => n + be.recordCount(name), 0);
+    expect(records).toBe(531);
+    let ci = 10;
+    for (const step of [1, 7, 500, 531]) {
+      const h = be.openHash();
+      let steps = 0;
+      for (;;) {
+        steps++;
+        const more = h.step(step);
+        be.batch(() => {
+          a.putSync(Buffer.from(`a${steps}`), Buffer.from(`changed${step}`));
+          z.removeSync(Buffer.from(`z${steps % 30}`));
+          be.setConsistentIndex(++ci);
+        });
+        await new Promise((r) => setImmediate(r));
+        if (!more) break;
+      }
+      // A step short of `step` records ends it (the consistent index is read, not hashed).
+      expect(steps).toBe(Math.floor(records / step) + 1);
+      expect(h.digest()).toBe(whole);
+      // Back to the data hashed, and the same hash in one go (the consistent index moved on).
+      be.batch(() => {
+        for (let i = 0; i < 500; i++) a.putSync(Buffer.from(`a${i}`), Buffer.alloc(1 + (i % 200), i % 251));
+        for (let i = 500; i <= steps; i++) a.removeSync(Buffer.from(`a${i}`));
+        for (let i = 0; i < 30; i++) z.putSync(Buffer.from(`z${i}`), Buffer.from(`v${i}`));
+      });
+      expect(be.hash()).toBe(whole);
+    }
+    // An empty sub-database's name counts.
+    be.subDb('m');
+    expect(be.hash()).not.toBe(whole);
+    const early = be.openHash();
+    expect(() => early.digest()).toThrow(/before its last step/);
+    early.close();
+    expect(be.openReadTransactions()).toBe(0);
+    await be.close();
+  });
+
   it('holds writes while a defragmentation copies the file, and copies again after a write that could not wait', async () => {
     const p = tmpDb();
     const be = Backend.open(p, { batchIntervalMs: 100, flushIntervalMs: 0 });

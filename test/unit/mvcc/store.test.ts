@@ -398,7 +398,7 @@ describe('MvccStore compaction', () => {
     expect((await a.store.hashKV(0)).hashRevision).toBe(6);
     // Once both compactions are done the whole files hash alike too (etcd's Hash).
     await cDone;
-    expect(c.store.hash()).toBe(a.store.hash());
+    expect(await c.store.hash()).toBe(await a.store.hash());
   });
 });
 
@@ -406,9 +406,9 @@ describe('MvccStore HashKV in steps', () => {
   const KEYS = 300;
   const key = (i: number): Buffer => b(`k${String(i).padStart(4, '0')}`);
   /** Three rounds over `keys` keys (a txn of 100 puts each), the first compacted away. */
-  async function history(hashKvStep = 7, keys = KEYS): Promise<S> {
+  async function history(hashStep = 7, keys = KEYS): Promise<S> {
     // Seven keys or records per turn of the event loop: a hash takes ~170 turns here.
-    const s = fresh(undefined, { hashKvStep });
+    const s = fresh(undefined, { hashStep });
     for (let round = 0; round < 3; round++) {
       for (let i = 0; i < keys; i += 100) {
         write(s, (t) => {
@@ -470,6 +470,27 @@ describe('MvccStore HashKV in steps', () => {
     opened.splice(opened.indexOf(s), 1);
     expect(await stopped).toBe('etcdserver: server stopped');
     expect(await asyncErrName(s.store.hashKV(0))).toBe('etcdserver: server stopped');
+  });
+
+  it("hashes the whole backend (etcd's Hash) in steps too, of the store as it was when asked; closing stops it", async () => {
+    const s = await history();
+    const reference = await s.store.hash();
+    let settled = false;
+    const running = s.store.hash().finally(() => (settled = true));
+    let turns = 0;
+    while (!settled) {
+      await turn();
+      turns++;
+      write(s, (t) => t.put(key(turns % KEYS), b(`during${turns}`), 0n));
+    }
+    expect(turns).toBeGreaterThan(50);
+    expect(await running).toBe(reference);
+    expect(await s.store.hash()).not.toBe(reference);
+    const stopped = asyncErrName(s.store.hash());
+    await turn();
+    await closeStore(s);
+    opened.splice(opened.indexOf(s), 1);
+    expect(await stopped).toBe('etcdserver: server stopped');
   });
 
   it('starts again when a defragmentation swaps the file under it', async () => {
