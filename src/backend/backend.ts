@@ -760,13 +760,14 @@ export class Backend {
   }
 
   /**
-   * Like scanRecordViews(), but in steps that may be turns of the event loop apart, all under
+   * Like scanRecordViews() (from the first record when `start` is absent, to the last when `end`
+   * is), but in steps that may be turns of the event loop apart, all under
    * one read transaction opened here: every step sees the records as they were at this call,
    * whatever is written or deleted meanwhile. Everything applied so far is in it. The file is not
    * remapped while a scan is open; a defragmentation's or a leader snapshot's swap of the file,
    * and closing, abort it (its next step throws RecordScanAborted). Close it when done.
    */
-  openRecordScan(name: string, start: Buffer, end: Buffer): RecordScan {
+  openRecordScan(name: string, start?: Buffer, end?: Buffer): RecordScan {
     return this.openScan([{ name, start, end }]);
   }
 

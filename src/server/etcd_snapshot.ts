@@ -6,7 +6,7 @@
 // "members_removed" and "alarm" as etcd writes them. Users keep their password hashes: bcrypt ones
 // verify in etcd, scrypt ones (set before etcd-ts hashed with bcrypt) only here.
 import { AuthStore } from '../auth/store';
-import { Backend, type SubDb } from '../backend/backend';
+import { Backend } from '../backend/backend';
 import { BboltWriter } from '../backend/bbolt_writer';
 import { Alarms } from '../alarm/alarms';
 import { Members } from '../membership/members';
@@ -15,9 +15,23 @@ import { encodeMessage } from '../pb/internal';
 
 const META_KEYS = ['consistent_index', 'finishedCompactRev', 'scheduledCompactRev'];
 
-/** A sub-database's records in key order (lmdb-js hands each value over in a buffer of its own). */
-function* recordsOf(db: SubDb): Iterable<[Buffer, Buffer]> {
-  for (const { key, value } of db.getRange({})) yield [Buffer.from(key), value];
+/** Records copied per turn of the event loop (~2 ms; a first one before V8 optimizes: ~10 ms). */
+const RECORDS_PER_TURN = 1024;
+
+/**
+ * A sub-database's records, read as views of lmdb-js's buffer and copied straight into the
+ * bucket's pages (a Buffer per key and per value was 45% of a 1M-key conversion's CPU).
+ */
+async function addRecords(w: BboltWriter, be: Backend, name: string): Promise<void> {
+  be.subDb(name); // opens it (a copy of ours has every sub-database, maybe empty)
+  const bucket = w.beginBucket(name);
+  const scan = be.openRecordScan(name);
+  try {
+    while (scan.step(RECORDS_PER_TURN, bucket.add)) await new Promise<void>((resolve) => setImmediate(resolve));
+  } finally {
+    scan.close();
+  }
+  await bucket.end();
 }
 
 function sortedByKey(entries: Array<[Buffer, Buffer]>): Array<[Buffer, Buffer]> {
@@ -29,8 +43,8 @@ export async function writeEtcdSnapshot(lmdbCopy: string, out: string): Promise<
   const be = Backend.open(lmdbCopy, { flushIntervalMs: 0 });
   const w = new BboltWriter(out);
   try {
-    await w.addBucket(KEY_DB, recordsOf(be.subDb(KEY_DB)));
-    await w.addBucket('lease', recordsOf(be.subDb('lease')));
+    await addRecords(w, be, KEY_DB);
+    await addRecords(w, be, 'lease');
 
     const meta: Array<[Buffer, Buffer]> = [];
     for (const k of META_KEYS) {

@@ -64,6 +64,43 @@ describe('bbolt files', () => {
     expect(j).toMatchObject({ revision: 40_001, totalKey: 40_000 + 20 + 1, totalSize: size });
   });
 
+  it('copies each record as it is added: values as views of one reused buffer that reports a length of its own, as lmdb-js hands them out', async () => {
+    const rand = mulberry32(11);
+    const entries = bucketOf(5_000, rand, (i) => (i % 500 === 0 ? 9000 : Math.floor(rand() * 400)));
+    const file = path.join(dir, 'views.db');
+    const w = new BboltWriter(file);
+    const bucket = w.beginBucket('key');
+    // One shared buffer for every value, as lmdb-js's read buffer: its `length` is set to the
+    // value's, while its array is far larger (what Buffer.copy and set() would go by).
+    const shared = Buffer.alloc(64 * 1024);
+    const backing = new Uint8Array(shared.buffer, shared.byteOffset, shared.byteLength);
+    for (const [key, value] of entries) {
+      backing.set(value);
+      Object.defineProperty(shared, 'length', { value: value.length, configurable: true });
+      bucket.add(Buffer.from(key), shared, value.length);
+      backing.fill(0xee, 0, value.length); // reused by the next read
+      await bucket.yieldIfDue();
+    }
+    await bucket.end();
+    expect(() => w.beginBucket('key')).toThrow(/added twice/);
+    await w.addBucket('meta', []);
+    w.finish();
+    const r = BboltReader.open(file);
+    try {
+      const got = [...r.entries('key')];
+      expect(got.length).toBe(entries.length);
+      got.forEach((e, i) => {
+        expect(e.key.equals(entries[i][0]), `key ${i}`).toBe(true);
+        expect(e.value.equals(entries[i][1]), `value ${i}`).toBe(true);
+      });
+    } finally {
+      r.close();
+    }
+    const st = spawnSync('/usr/bin/etcdctl', ['snapshot', 'status', file, '-w', 'json'], { encoding: 'utf8', env: { ...process.env, ETCDCTL_API: '3' } });
+    expect(st.stderr).toBe('');
+    expect(st.status).toBe(0);
+  });
+
   it('refuses keys out of order', async () => {
     const w = new BboltWriter(path.join(dir, 'b.db'));
     await expect(w.addBucket('key', [[Buffer.from('b'), Buffer.alloc(0)], [Buffer.from('a'), Buffer.alloc(0)]])).rejects.toThrow('strictly ascending');
