@@ -139,21 +139,10 @@ export class TreeIndex {
    * inserted between calls need no compaction (their revisions are all above rev).
    */
   compactSome(rev: number, afterKey: string | null, maxKeys: number, available: RevisionSink): string | null {
-    assert(maxKeys >= 1);
-    const low = afterKey ?? this.tree.minKey();
-    const high = this.tree.maxKey();
-    if (low === undefined || high === undefined) return null;
     const emptied: string[] = [];
-    let last: string | null = null;
-    let n = 0;
-    this.tree.forRange(low, high, true, (k, ki) => {
-      if (k === afterKey) return undefined;
-      if (n >= maxKeys) return { break: true };
+    const last = this.visitSome(afterKey, maxKeys, (k, ki) => {
       ki.compact(rev, available);
       if (ki.isEmpty()) emptied.push(k);
-      last = k;
-      n++;
-      return undefined;
     });
     for (const k of emptied) this.tree.delete(k);
     return last;
@@ -165,6 +154,11 @@ export class TreeIndex {
    * to go on after, or null when there was none left.
    */
   keepSome(rev: number, afterKey: string | null, maxKeys: number, kept: RevisionSink): string | null {
+    return this.visitSome(afterKey, maxKeys, (_k, ki) => ki.keep(rev, kept));
+  }
+
+  /** Visits up to `maxKeys` keys after `afterKey` (null: from the first); returns the last one, null if none. */
+  private visitSome(afterKey: string | null, maxKeys: number, visit: (k: string, ki: KeyIndex) => void): string | null {
     assert(maxKeys >= 1);
     const low = afterKey ?? this.tree.minKey();
     const high = this.tree.maxKey();
@@ -174,7 +168,7 @@ export class TreeIndex {
     this.tree.forRange(low, high, true, (k, ki) => {
       if (k === afterKey) return undefined;
       if (n >= maxKeys) return { break: true };
-      ki.keep(rev, kept);
+      visit(k, ki);
       last = k;
       n++;
       return undefined;
