@@ -17,7 +17,7 @@ import type * as pb from '../pb/types';
 import { ConfChangeType, EntryType, MemoryStorage, RawNode, StateType, decodeConfChange } from '../raft';
 import type { ConfChange, Entry, Message, ReadState, Snapshot, SoftState } from '../raft';
 import { assertWalDirNotEtcd, Wal } from '../wal/wal';
-import { writeEtcdSnapshot } from './etcd_snapshot';
+import { writeEtcdSnapshotOffThread } from './etcd_snapshot';
 import { lockDir, type DirLock } from '../runtime/dir_lock';
 import { BCRYPT_MAX_COST, BCRYPT_MIN_COST } from '../auth/bcrypt';
 import { DEFAULT_BCRYPT_COST } from '../auth/password';
@@ -1344,7 +1344,7 @@ export class EtcdServer implements EtcdServerApi {
     // etcd's format (bbolt): etcd's tools read it and etcd itself can be restored from it.
     const snap = await this.backend.openSnapshot(async (copy, dir) => {
       const out = path.join(dir, 'etcd.db');
-      await writeEtcdSnapshot(copy, out);
+      await writeEtcdSnapshotOffThread(copy, out);
       return out;
     });
     let sent = 0;

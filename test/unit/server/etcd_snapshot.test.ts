@@ -1,11 +1,12 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { createRequire } from 'node:module';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Backend } from '../../../src/backend/backend';
 import { BboltReader } from '../../../src/backend/bbolt_reader';
 import { Members } from '../../../src/membership/members';
-import { writeEtcdSnapshot } from '../../../src/server/etcd_snapshot';
+import { writeEtcdSnapshot, type writeEtcdSnapshotOffThread } from '../../../src/server/etcd_snapshot';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'etcd-snapshot-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -41,5 +42,32 @@ describe("Maintenance.Snapshot's etcd-format file", () => {
     } finally {
       r.close();
     }
+  });
+
+  it('is the same file byte for byte when converted on a worker thread (the built server does so from 64 MiB on), and a failed conversion there is an error', async () => {
+    const db = path.join(dir, 'w', 'db');
+    const be = Backend.open(db, { flushIntervalMs: 0 });
+    const kv = be.subDb('key');
+    be.batch(() => {
+      for (let i = 0; i < 3000; i++) kv.putSync(Buffer.from(`rev${String(i).padStart(6, '0')}`), Buffer.alloc(200 + (i % 50), i % 251));
+      be.subDb('lease').putSync(Buffer.from('lease1'), Buffer.from('ttl'));
+      new Members(be.subDb('members'), be.subDb('members_removed')).add({ id: 0x10n, name: 'm', peerUrls: ['http://10.0.0.1:2380'], clientUrls: [], isLearner: false });
+    });
+    await be.close();
+    // The worker runs the compiled module (npm test builds dist/ first).
+    const built = path.resolve(__dirname, '../../../dist/src/server/etcd_snapshot.js');
+    expect(fs.existsSync(built), 'dist/ is built').toBe(true);
+    const offThread = (createRequire(__filename)(built) as { writeEtcdSnapshotOffThread: typeof writeEtcdSnapshotOffThread }).writeEtcdSnapshotOffThread;
+    const here = path.join(dir, 'here.db');
+    const there = path.join(dir, 'there.db');
+    await writeEtcdSnapshot(db, here);
+    expect(await offThread(db, there, 0)).toBe('worker');
+    expect(fs.readFileSync(there).equals(fs.readFileSync(here))).toBe(true);
+    // Below the size the conversion stays in this thread.
+    expect(await offThread(db, path.join(dir, 'small.db'))).toBe('in-thread');
+    // A copy that is not an LMDB file: the worker's error comes back as a rejection.
+    const bogus = path.join(dir, 'bogus');
+    fs.writeFileSync(bogus, Buffer.alloc(8192, 7));
+    await expect(offThread(bogus, path.join(dir, 'bogus.db'), 0)).rejects.toThrow(/snapshot conversion failed|worker/);
   });
 });
