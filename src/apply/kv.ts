@@ -12,7 +12,7 @@ import { applyCompares } from './kv_compare';
 import { buf, int64ToBigInt, int64ToNumber, revHeader, toPbKv } from './kv_convert';
 import { applyRange } from './kv_range';
 
-export { applyRange, applyRangeForWire } from './kv_range';
+export { applyRange, applyRangeForWire, applyRangeForWireInSteps } from './kv_range';
 
 /** What the KV applier needs from the lessor. */
 export interface LeaseAttacher {

@@ -107,6 +107,43 @@ export interface RecordRangeReader extends RangeReader {
   rangeRecords(key: Buffer, end: Buffer | null, opts: RangeOptions, each: (record: Uint8Array, length: number) => void): { count: number; rev: number };
 }
 
+/** A RecordRangeReader that can also read a large range's records over several turns of the event loop. */
+export interface SteppedRecordRangeReader extends RecordRangeReader {
+  rangeRecordsInSteps(key: Buffer, end: Buffer | null, opts: RangeOptions, each: (record: Uint8Array, length: number) => void): Promise<{ count: number; rev: number }>;
+}
+
+/** applyRangeForWire's work around the store's records: the arguments to read them with, and the response after. */
+type WirePlan =
+  | { resp: pb.RangeResponse }
+  | {
+      key: Buffer;
+      end: Buffer | null;
+      opts: RangeOptions;
+      each: (record: Uint8Array, length: number) => void;
+      done: (rr: { count: number; rev: number }) => pb.RangeResponse;
+    };
+
+function planWireRange(reader: RangeReader, req: pb.RangeRequest): WirePlan {
+  const bounds = revisionBounds(req);
+  const sort = sortOf(req);
+  if (bounds !== null || sort !== null || req.keysOnly || req.countOnly) return { resp: decodedRange(reader, req, bounds, sort) };
+  const limit = int64ToNumber(req.limit);
+  const records = new WireRecords();
+  const kvs = records.kvs;
+  let more = false;
+  return {
+    key: buf(req.key),
+    end: buf(req.rangeEnd),
+    // One key past the limit tells whether there is more; it is not copied.
+    opts: { rev: int64ToNumber(req.revision), limit: limit > 0 ? limit + 1 : 0 },
+    each: (record, length) => {
+      if (limit > 0 && kvs.length === limit) more = true;
+      else records.push(record, length);
+    },
+    done: (rr) => ({ header: revHeader(rr.rev), kvs, more, count: String(rr.count) }),
+  };
+}
+
 /**
  * applyRange for a response that is encoded and dropped (the KV service's Range): a range with
  * no sort, no revision filters and whole keys carries each key as the bytes the store holds
@@ -114,17 +151,14 @@ export interface RecordRangeReader extends RangeReader {
  * copies are in pooled memory that the encoder hands back. Anything else is applyRange's.
  */
 export function applyRangeForWire(reader: RecordRangeReader, req: pb.RangeRequest): pb.RangeResponse {
-  const bounds = revisionBounds(req);
-  const sort = sortOf(req);
-  if (bounds !== null || sort !== null || req.keysOnly || req.countOnly) return decodedRange(reader, req, bounds, sort);
-  const limit = int64ToNumber(req.limit);
-  const records = new WireRecords();
-  const kvs = records.kvs;
-  let more = false;
-  // One key past the limit tells whether there is more; it is not copied.
-  const rr = reader.rangeRecords(buf(req.key), buf(req.rangeEnd), { rev: int64ToNumber(req.revision), limit: limit > 0 ? limit + 1 : 0 }, (record, length) => {
-    if (limit > 0 && kvs.length === limit) more = true;
-    else records.push(record, length);
-  });
-  return { header: revHeader(rr.rev), kvs, more, count: String(rr.count) };
+  const plan = planWireRange(reader, req);
+  if ('resp' in plan) return plan.resp;
+  return plan.done(reader.rangeRecords(plan.key, plan.end, plan.opts, plan.each));
+}
+
+/** applyRangeForWire, reading a large range's records over several turns of the event loop (rangeRecordsInSteps). */
+export async function applyRangeForWireInSteps(reader: SteppedRecordRangeReader, req: pb.RangeRequest): Promise<pb.RangeResponse> {
+  const plan = planWireRange(reader, req);
+  if ('resp' in plan) return plan.resp;
+  return plan.done(await reader.rangeRecordsInSteps(plan.key, plan.end, plan.opts, plan.each));
 }

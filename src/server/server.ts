@@ -27,7 +27,7 @@ import { MessageType } from '../raft';
 import { WatchHub } from '../watch';
 import type { WatchSink, WatchStream } from '../watch/types';
 import { Applier, type ApplyResult } from '../apply/applier';
-import { applyRange, applyRangeForWire } from '../apply/kv';
+import { applyRange, applyRangeForWireInSteps } from '../apply/kv';
 import { AlarmType, Alarms } from '../alarm/alarms';
 import { Members, type Member } from '../membership/members';
 import { computeClusterId, computeMemberId, idToHex } from '../membership/ids';
@@ -1014,7 +1014,7 @@ export class EtcdServer implements EtcdServerApi {
       if (!req.serializable) await this.linearizableReadNotify();
       this.auth.checkRange(ctx, req.key, req.rangeEnd);
       this.metrics?.mvcc.rangeTotal.inc();
-      const resp = this.withHeader(forWire ? applyRangeForWire(this.mvcc, req) : applyRange(this.mvcc, req));
+      const resp = this.withHeader(forWire ? await applyRangeForWireInSteps(this.mvcc, req) : applyRange(this.mvcc, req));
       this.checkSlowRange(req, startMs, resp, null);
       return resp;
     } catch (e) {

@@ -506,6 +506,72 @@ describe('MvccStore HashKV in steps', () => {
   });
 });
 
+describe('MvccStore ranges in steps', () => {
+  const key = (i: number): Buffer => b(`k${String(i).padStart(4, '0')}`);
+  function loaded(): S {
+    // Seven records per turn of the event loop: 600 keys take ~85 turns.
+    const s = fresh(undefined, { rangeStep: 7 });
+    for (let round = 0; round < 2; round++) {
+      for (let i = 0; i < 600; i += 100) {
+        write(s, (t) => {
+          for (let j = i; j < i + 100; j++) t.put(key(j), b(`r${round}-${j}`), 0n);
+        });
+      }
+    }
+    write(s, (t) => t.deleteRange(key(0), key(10)));
+    return s;
+  }
+  const records = (into: string[]) => (record: Uint8Array, length: number): void => {
+    into.push(Buffer.from(record.subarray(0, length)).toString('hex'));
+  };
+  const turn = (): Promise<void> => new Promise<void>((resolve) => setImmediate(resolve));
+
+  it('reads what rangeRecords reads, at the revision it started at, whatever is written or compacted (at or below it) between its steps', async () => {
+    const s = loaded();
+    const rev = s.store.currentRevision();
+    for (const opts of [{ rev: rev - 3 }, { limit: 100 }, {}]) {
+      const want: string[] = [];
+      const wantCount = s.store.rangeRecords(b('k'), b('l'), opts, records(want));
+      const got: string[] = [];
+      let settled = false;
+      const running = s.store.rangeRecordsInSteps(b('k'), b('l'), opts, records(got)).finally(() => (settled = true));
+      let turns = 0;
+      let compaction: Promise<void> = Promise.resolve();
+      while (!settled) {
+        await turn();
+        turns++;
+        write(s, (t) => {
+          t.put(key(turns % 600), b(`during${turns}`), 0n);
+          t.put(b(`k0100x${turns}`), b('new'), 0n);
+          t.deleteRange(key(599 - (turns % 100)), null);
+        });
+        // A compaction at the range's revision deletes the first round's records meanwhile.
+        if (turns === 2 && opts.rev === undefined && opts.limit === undefined) compaction = s.store.compact(rev).done;
+      }
+      expect(await running).toEqual(wantCount);
+      await compaction;
+      expect(got).toEqual(want);
+      if (opts.limit === undefined) expect(turns).toBeGreaterThan(opts.rev === undefined ? 50 : 5);
+    }
+  });
+
+  it('answers "compacted" when a compaction past its revision comes between its steps', async () => {
+    const s = loaded();
+    const rev = s.store.currentRevision();
+    const running = asyncErrName(s.store.rangeRecordsInSteps(b('k'), b('l'), {}, () => undefined));
+    await turn();
+    write(s, (t) => t.put(key(1), b('after'), 0n));
+    s.store.compact(rev + 1);
+    expect(await running).toBe(COMPACTED);
+    // Closing stops one too.
+    const stopped = asyncErrName(s.store.rangeRecordsInSteps(b('k'), b('l'), {}, () => undefined));
+    await turn();
+    await closeStore(s);
+    opened.splice(opened.indexOf(s), 1);
+    expect(await stopped).toBe('etcdserver: server stopped');
+  });
+});
+
 describe('MvccStore events', () => {
   it('notifies listeners after the batch commits, once per writing txn', () => {
     const s = fresh();
