@@ -116,20 +116,38 @@ export class TreeIndex {
 
   /** The first `limit` (0 = all) keys visible at atRev in [key, end), and how many there are in all. */
   rangeLimited(key: string, end: RangeEnd, atRev: number, limit: number): { hits: IndexHit[]; total: number } {
-    const hits: IndexHit[] = [];
-    let total = 0;
-    this.visit(key, end, (ki) => {
+    const into = { hits: [] as IndexHit[], total: 0 };
+    this.rangeLimitedSome(key, end, atRev, limit, null, 0, into);
+    return into;
+  }
+
+  /**
+   * rangeLimited() in parts: adds the keys of [key, end) after `afterKey` (null: from the first),
+   * up to `maxKeys` of them (0: all), to `into`; returns the last key visited, to go on after, or
+   * null when the range is done. Keys inserted or dropped between parts with revisions above
+   * atRev change nothing it finds.
+   */
+  rangeLimitedSome(key: string, end: RangeEnd, atRev: number, limit: number, afterKey: string | null, maxKeys: number, into: { hits: IndexHit[]; total: number }): string | null {
+    const hits = into.hits;
+    let visited = 0;
+    let last: string | null = null;
+    this.visit(afterKey ?? key, end, (ki) => {
+      if (ki.key === afterKey) return true;
+      if (maxKeys > 0 && visited >= maxKeys) return false;
+      visited++;
+      last = ki.key;
       if (limit > 0 && hits.length >= limit) {
         // Past the limit only the count is left (etcd's count is of the whole range): no hit objects.
-        if (ki.visibleAt(atRev)) total++;
-        return;
+        if (ki.visibleAt(atRev)) into.total++;
+        return true;
       }
       const g = ki.get(atRev);
-      if (!g) return;
-      total++;
+      if (!g) return true;
+      into.total++;
       hits.push({ key: ki.key, modMain: g.modMain, modSub: g.modSub, createdMain: g.createdMain, ver: g.ver });
+      return true;
     });
-    return { hits, total };
+    return maxKeys > 0 && visited >= maxKeys ? last : null;
   }
 
   /**

@@ -142,6 +142,36 @@ describe('TreeIndex', () => {
   });
 });
 
+describe('TreeIndex ranges in parts', () => {
+  it('finds in parts of any size what rangeLimited finds in one: hits, limit and count, open ends and single keys', () => {
+    const t = new TreeIndex();
+    for (let i = 0; i < 200; i++) t.put(`k${String(i).padStart(3, '0')}`, i + 2, 0);
+    for (let i = 0; i < 200; i += 3) t.tombstone(`k${String(i).padStart(3, '0')}`, 300 + i, 0);
+    for (let i = 0; i < 200; i += 7) t.put(`k${String(i).padStart(3, '0')}`, 600 + i, 1);
+    const cases: Array<[string, string | null, number, number]> = [
+      ['k', 'l', 900, 0],
+      ['k', 'l', 900, 25],
+      ['k050', '', 450, 0],
+      ['k050', '', 250, 10],
+      ['\u0000', '', 900, 0],
+      ['k007', null, 900, 0],
+      ['k003', null, 900, 0],
+      ['k100', 'k050', 900, 0],
+    ];
+    for (const [key, end, atRev, limit] of cases) {
+      const whole = t.rangeLimited(key, end, atRev, limit);
+      for (const maxKeys of [1, 2, 7, 64, 1000]) {
+        const into = { hits: [] as ReturnType<TreeIndex['range']>, total: 0 };
+        let after: string | null = null;
+        let parts = 0;
+        while ((after = t.rangeLimitedSome(key, end, atRev, limit, after, maxKeys, into)) !== null) parts++;
+        expect(into, `${key}..${end} at ${atRev} limit ${limit} in parts of ${maxKeys}`).toEqual(whole);
+        if (maxKeys === 1 && end === 'l') expect(parts).toBe(200);
+      }
+    }
+  });
+});
+
 describe('RevisionSet', () => {
   it('adds, finds, deletes, counts and lists revisions as a Set does', () => {
     const rs = new RevisionSet();
