@@ -746,15 +746,15 @@ export class Backend {
    * (1M records of ~300 B: lmdb-js's copy of each was a Buffer apiece and a third of the scan).
    */
   scanRecordViews(name: string, start: Buffer, visit: RecordVisitor, end?: Buffer): number {
-    assert(!this.closed, 'backend is closed');
-    assert(this.depth === 0, 'a scan of record views inside a batch');
-    // Opening a handle runs a write transaction of its own: none may be open around it.
-    this.commitShared();
-    const view = this.recordView(name);
+    const scan = this.openScan([{ name, start, end }]);
     let records = 0;
-    for (const { key, value } of view.db.getRange(end === undefined ? { start } : { start, end })) {
-      visit(key, value.bytes, value.size);
-      records++;
+    try {
+      scan.step(Number.MAX_SAFE_INTEGER, (key, value, valueBytes) => {
+        visit(key, value, valueBytes);
+        records++;
+      });
+    } finally {
+      scan.close();
     }
     return records;
   }

@@ -187,34 +187,32 @@ export class BboltWriter {
     if (this.pending.length > PENDING_BYTES) this.pending = Buffer.allocUnsafe(PENDING_BYTES);
   }
 
-  /** Packs elements into pages of one level; returns each page's first key and id. */
-  private async writeLevel(flags: number, elements: Iterator<Element>): Promise<Element[]> {
+  /** Packs one branch level over `children` (two or more) into pages; returns each page's first key and id. */
+  private async writeBranches(children: readonly Element[]): Promise<Element[]> {
+    assert(children.length > 1);
     const parents: Element[] = [];
     let page: Element[] = [];
     let pageBytes = BBOLT_PAGE_HEADER_BYTES;
-    let prev: Buffer | null = null;
-    for (;;) {
-      const next = elements.next();
-      if (next.done) break;
-      const e = next.value;
-      if (prev !== null) assert(Buffer.compare(prev, e.key) < 0, 'bbolt keys must be strictly ascending');
-      prev = e.key;
+    for (const e of children) {
       const size = BBOLT_ELEMENT_BYTES + e.key.length + e.value.length;
       if (page.length > 0 && (pageBytes + size > PAGE_BYTES || page.length === MAX_ELEMENTS_PER_PAGE)) {
-        parents.push({ key: page[0].key, value: EMPTY, extra: this.writePage(flags, page) });
+        parents.push({ key: page[0].key, value: EMPTY, extra: this.writePage(BBOLT_BRANCH_PAGE, page) });
         page = [];
         pageBytes = BBOLT_PAGE_HEADER_BYTES;
-        if (this.pagesSinceYield >= PAGES_PER_YIELD) {
-          this.pagesSinceYield = 0;
-          await new Promise<void>((resolve) => setImmediate(resolve));
-        }
+        await this.yieldIfDue();
       }
       page.push(e);
       pageBytes += size;
     }
-    // The last page; an empty bucket is one empty leaf page.
-    if (page.length > 0 || parents.length === 0) parents.push({ key: page[0]?.key ?? EMPTY, value: EMPTY, extra: this.writePage(flags, page) });
+    parents.push({ key: page[0].key, value: EMPTY, extra: this.writePage(BBOLT_BRANCH_PAGE, page) });
     return parents;
+  }
+
+  /** A turn of the event loop once PAGES_PER_YIELD pages were written since the last (a large bucket takes a while). */
+  private async yieldIfDue(): Promise<void> {
+    if (this.pagesSinceYield < PAGES_PER_YIELD) return;
+    this.pagesSinceYield = 0;
+    await new Promise<void>((resolve) => setImmediate(resolve));
   }
 
   /**
@@ -248,16 +246,12 @@ export class BboltWriter {
     });
     return {
       add: (key, value, valueBytes) => leaf.add(key, value, valueBytes),
-      yieldIfDue: async () => {
-        if (this.pagesSinceYield < PAGES_PER_YIELD) return;
-        this.pagesSinceYield = 0;
-        await new Promise<void>((resolve) => setImmediate(resolve));
-      },
+      yieldIfDue: () => this.yieldIfDue(),
       end: async () => {
         // The last page; an empty bucket is one empty leaf page.
         leaf.flush(leaves.length === 0);
         let level = leaves;
-        while (level.length > 1) level = await this.writeLevel(BBOLT_BRANCH_PAGE, level[Symbol.iterator]());
+        while (level.length > 1) level = await this.writeBranches(level);
         this.buckets.push({ name: nameBytes, root: level[0].extra });
         this.building = false;
       },

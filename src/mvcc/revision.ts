@@ -74,45 +74,31 @@ export interface RevisionSink {
   delete(main: number, sub: number): void;
 }
 
-/** Shards of a RevisionSet: at 1M revisions each holds ~16k. */
-const REVISION_SET_SHARDS = 64;
-
 /**
- * A set of revisions spread over small Sets of revId()s. The revisions a compaction keeps are one
- * per key: a single Set of 1M strings held the event loop 65-70 ms each time it doubled its table.
+ * A set of revisions as revId()s: RevisionTable's room for those its packing cannot hold (rare),
+ * and a sink for tests. Compaction and HashKV keep their revisions in a RevisionTable.
  */
 export class RevisionSet implements RevisionSink {
-  private readonly shards: Set<string>[] = Array.from({ length: REVISION_SET_SHARDS }, () => new Set<string>());
-
-  private shard(id: string): Set<string> {
-    let h = 0;
-    for (let i = 0; i < id.length; i++) h = (Math.imul(h, 31) + id.charCodeAt(i)) | 0;
-    return this.shards[h & (REVISION_SET_SHARDS - 1)]!;
-  }
+  private readonly ids = new Set<string>();
 
   add(main: number, sub: number): void {
-    const id = revId(main, sub);
-    this.shard(id).add(id);
+    this.ids.add(revId(main, sub));
   }
 
   has(main: number, sub: number): boolean {
-    const id = revId(main, sub);
-    return this.shard(id).has(id);
+    return this.ids.has(revId(main, sub));
   }
 
   delete(main: number, sub: number): boolean {
-    const id = revId(main, sub);
-    return this.shard(id).delete(id);
+    return this.ids.delete(revId(main, sub));
   }
 
   get size(): number {
-    let n = 0;
-    for (const s of this.shards) n += s.size;
-    return n;
+    return this.ids.size;
   }
 
   /** The revisions as revId()s, in no particular order. */
-  *[Symbol.iterator](): IterableIterator<string> {
-    for (const s of this.shards) yield* s;
+  [Symbol.iterator](): IterableIterator<string> {
+    return this.ids.values();
   }
 }

@@ -127,6 +127,11 @@ export interface HashKvResult {
   hashRevision: number;
 }
 
+/** A later turn of the event loop (requests and timers run meanwhile). */
+function nextTurn(): Promise<void> {
+  return new Promise<void>((resolve) => setImmediate(resolve));
+}
+
 /** How many hits a range needs from the index: one for countOnly, its limit, or all (0). */
 function wantedHits(opts: RangeOptions | undefined): number {
   return opts?.countOnly ? 1 : opts?.limit && opts.limit > 0 ? opts.limit : 0;
@@ -287,13 +292,8 @@ export class MvccStore {
     const curRev = this.currentRev;
     const atRev = this.rangeRev(curRev, opts);
     const index = this.index;
-    const turn = async (): Promise<void> => {
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      if (this.closed) throw etcdError('Stopped');
-      // A leader's snapshot replaced the store: the records may be other ones (clients retry this).
-      if (this.index !== index) throw etcdError('Timeout');
-      if (this.compactMainRev > atRev) throw etcdError('Compacted');
-    };
+    // A leader's snapshot replacing the store answers "request timed out" (clients retry it).
+    const turn = (): Promise<void> => this.nextReadTurn(index, atRev, () => etcdError('Timeout'));
     // The index's walk, then the records, each a step per turn.
     const into = { hits: [] as IndexHit[], total: 0 };
     const from = key.toString('latin1');
@@ -315,6 +315,18 @@ export class MvccStore {
       each(raw, raw.length);
     }
     return { count, rev: curRev };
+  }
+
+  /**
+   * The next turn of the event loop for a read at `atRev` that began on `index`: throws if the
+   * store closed, was replaced (`replaced()`, a leader's snapshot) or was compacted past atRev
+   * meanwhile (etcd's "compacted", as a request made then would get).
+   */
+  private async nextReadTurn(index: TreeIndex, atRev: number, replaced: () => Error): Promise<void> {
+    await nextTurn();
+    if (this.closed) throw etcdError('Stopped');
+    if (this.index !== index) throw replaced();
+    if (this.compactMainRev > atRev) throw etcdError('Compacted');
   }
 
   private readRecord(main: number, sub: number): KeyValue {
@@ -513,7 +525,7 @@ export class MvccStore {
         after = index.compactSome(rev, after, INDEX_COMPACTION_KEYS_PER_TURN, available);
         if (after === null) return available;
       }
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      await nextTurn();
     }
   }
 
@@ -571,25 +583,20 @@ export class MvccStore {
    * steps as hashKV (at 1M keys one pass held the event loop 3.4-3.8 s), queued with it.
    */
   hash(): Promise<number> {
-    return this.queueHash(() => this.hashRetrying());
+    return this.queueHash(() => this.retryAfterSwap(() => this.hashOnce()));
   }
 
-  private async hashRetrying(): Promise<number> {
-    for (let attempt = 1; ; attempt++) {
-      if (this.closed) throw etcdError('Stopped');
-      const hash = this.backend.openHash();
-      try {
-        while (hash.step(this.hashStep)) {
-          await new Promise<void>((resolve) => setImmediate(resolve));
-          if (this.closed) throw etcdError('Stopped');
-        }
-        return hash.digest();
-      } catch (e) {
-        // A defragmentation swapped the file under it: the same records, read again.
-        if (!(e instanceof RecordScanAborted) || attempt >= HASH_MAX_ATTEMPTS) throw e;
-      } finally {
-        hash.close();
+  private async hashOnce(): Promise<number> {
+    if (this.closed) throw etcdError('Stopped');
+    const hash = this.backend.openHash();
+    try {
+      while (hash.step(this.hashStep)) {
+        await nextTurn();
+        if (this.closed) throw etcdError('Stopped');
       }
+      return hash.digest();
+    } finally {
+      hash.close();
     }
   }
 
@@ -601,7 +608,7 @@ export class MvccStore {
    * this call. One hash (of either kind) runs at a time; HASH_MAX_WAITING more may wait.
    */
   hashKV(rev: number): Promise<HashKvResult> {
-    return this.queueHash(() => this.hashKvRetrying(rev));
+    return this.queueHash(() => this.retryAfterSwap(() => this.hashKvOnce(rev)));
   }
 
   /** Runs hashes one at a time, HASH_MAX_WAITING waiting at most. */
@@ -617,13 +624,15 @@ export class MvccStore {
     return running;
   }
 
-  private async hashKvRetrying(rev: number): Promise<HashKvResult> {
+  /**
+   * Runs a hash again when the file was swapped under its scan: by a defragmentation (the same
+   * records) or a leader's snapshot (the revision is checked again against the new store).
+   */
+  private async retryAfterSwap<T>(once: () => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.hashKvOnce(rev);
+        return await once();
       } catch (e) {
-        // A defragmentation swapped the file under the scan (same records), or a leader's
-        // snapshot replaced the store (the revision is checked again against it).
         if (!(e instanceof RecordScanAborted) || attempt >= HASH_MAX_ATTEMPTS) throw e;
       }
     }
@@ -641,12 +650,7 @@ export class MvccStore {
       // Between steps: writes only add revisions above rev; a compaction at or below rev
       // changes neither what it keeps at rev nor the records read; one above rev is etcd's
       // "compacted" for this hash, as it would have been for a later request.
-      const turn = async (): Promise<void> => {
-        await new Promise<void>((resolve) => setImmediate(resolve));
-        if (this.closed) throw etcdError('Stopped');
-        if (this.index !== index) throw new RecordScanAborted('the store was replaced during HashKV');
-        if (this.compactMainRev > rev) throw etcdError('Compacted');
-      };
+      const turn = (): Promise<void> => this.nextReadTurn(index, rev, () => new RecordScanAborted('the store was replaced during HashKV'));
       // Only records at or below the compact revision are checked against what a compaction
       // keeps: none when the store was never compacted (the index's walk is skipped then).
       let kept: RevisionTable | null = null;
