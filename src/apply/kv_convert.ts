@@ -5,7 +5,7 @@ import type { KeyValue } from '../mvcc/types';
 import { keyValueWithRecord } from '../pb/kv_wire';
 import type * as pb from '../pb/types';
 
-const EMPTY = Buffer.alloc(0);
+export const EMPTY = Buffer.alloc(0);
 
 function leaseString(lease: bigint): string {
   return lease === 0n ? '0' : lease.toString();

@@ -5,7 +5,10 @@ import type { KeyValue } from '../mvcc/types';
 import { RangeRequest_SortOrder as SortOrder, RangeRequest_SortTarget as SortTarget } from '../pb/types';
 import type * as pb from '../pb/types';
 import { WireRecords } from '../pb/kv_wire';
-import { buf, int64ToNumber, revHeader, toPbKv, toPbKvWithoutValue } from './kv_convert';
+import { decodeKeyValue, encodeKeyValue, readRecordFields, type RecordFields } from '../mvcc/kv_codec';
+import { nextTurn } from '../runtime/next_turn';
+import { SteppedSort } from '../runtime/stepped_sort';
+import { EMPTY, buf, int64ToNumber, revHeader, toPbKv, toPbKvWithoutValue } from './kv_convert';
 
 function comparator(target: number): ((a: KeyValue, b: KeyValue) => number) | null {
   switch (target) {
@@ -43,19 +46,24 @@ function revisionBounds(req: pb.RangeRequest): RevisionBounds | null {
 }
 
 /**
- * The comparator the response must be sorted with, or null when the store's order (keys
- * ascending) is the answer: a target other than KEY with no order means ascend, and KEY
- * ascending needs no work.
+ * The sort a request asks for, by etcd's rules: a target other than KEY with no order means
+ * ascend, and KEY ascending is the store's order already (target null: no sort to do).
  */
-function sortOf(req: pb.RangeRequest): ((a: KeyValue, b: KeyValue) => number) | null {
+function sortOrderOf(req: pb.RangeRequest): { target: number | null; descending: boolean } {
   const sortTarget = req.sortTarget ?? SortTarget.KEY;
   let order: number = req.sortOrder ?? SortOrder.NONE;
   if (sortTarget !== SortTarget.KEY && order === SortOrder.NONE) order = SortOrder.ASCEND;
   else if (sortTarget === SortTarget.KEY && order === SortOrder.ASCEND) order = SortOrder.NONE;
-  if (order !== SortOrder.ASCEND && order !== SortOrder.DESCEND) return null;
-  const cmp = comparator(sortTarget);
+  if ((order !== SortOrder.ASCEND && order !== SortOrder.DESCEND) || comparator(sortTarget) === null) return { target: null, descending: false };
+  return { target: sortTarget, descending: order === SortOrder.DESCEND };
+}
+
+/** The comparator the response must be sorted with, or null when the store's order is the answer. */
+function sortOf(req: pb.RangeRequest): ((a: KeyValue, b: KeyValue) => number) | null {
+  const { target, descending } = sortOrderOf(req);
+  const cmp = target === null ? null : comparator(target);
   if (cmp === null) return null;
-  return order === SortOrder.ASCEND ? cmp : (a, b) => cmp(b, a);
+  return descending ? (a, b) => cmp(b, a) : cmp;
 }
 
 export function applyRange(reader: RangeReader, req: pb.RangeRequest): pb.RangeResponse {
@@ -112,53 +120,143 @@ export interface SteppedRecordRangeReader extends RecordRangeReader {
   rangeRecordsInSteps(key: Buffer, end: Buffer | null, opts: RangeOptions, each: (record: Uint8Array, length: number) => void): Promise<{ count: number; rev: number }>;
 }
 
-/** applyRangeForWire's work around the store's records: the arguments to read them with, and the response after. */
-type WirePlan =
-  | { resp: pb.RangeResponse }
-  | {
-      key: Buffer;
-      end: Buffer | null;
-      opts: RangeOptions;
-      each: (record: Uint8Array, length: number) => void;
-      done: (rr: { count: number; rev: number }) => pb.RangeResponse;
-    };
+/** Element moves of a large range's sort per turn of the event loop (a few milliseconds). */
+const SORT_MOVES_PER_TURN = 128 * 1024;
 
-function planWireRange(reader: RangeReader, req: pb.RangeRequest): WirePlan {
-  const bounds = revisionBounds(req);
-  const sort = sortOf(req);
-  if (bounds !== null || sort !== null || req.keysOnly || req.countOnly) return { resp: decodedRange(reader, req, bounds, sort) };
-  const limit = int64ToNumber(req.limit);
-  const records = new WireRecords();
-  const kvs = records.kvs;
-  let more = false;
-  return {
-    key: buf(req.key),
-    end: buf(req.rangeEnd),
-    // One key past the limit tells whether there is more; it is not copied.
-    opts: { rev: int64ToNumber(req.revision), limit: limit > 0 ? limit + 1 : 0 },
-    each: (record, length) => {
-      if (limit > 0 && kvs.length === limit) more = true;
-      else records.push(record, length);
-    },
-    done: (rr) => ({ header: revHeader(rr.rev), kvs, more, count: String(rr.count) }),
+/**
+ * One range read for the wire (applyRangeForWire): its keys as the bytes the store holds
+ * (WireRecords), copied once, whatever the request asks. etcd's order of work is kept: the store
+ * fetches one key past the limit (every key when the request has a sort order or revision
+ * filters), the filters drop keys, the sort orders them, and the limit cuts them; the count is
+ * the store's. A keys-only range's records go without their value's field; a sort by a revision
+ * or the version takes the numbers as the records go by, one by the value views of the values.
+ */
+class WireRange {
+  readonly key: Buffer;
+  readonly end: Buffer | null;
+  readonly opts: RangeOptions;
+  private readonly records = new WireRecords();
+  private readonly limit: number;
+  private readonly keysOnly: boolean;
+  private readonly bounds: RevisionBounds | null;
+  /** The sort by a field, or null: store order, reversed when `reverse`. */
+  private readonly target: number | null;
+  private readonly descending: boolean;
+  private readonly reverse: boolean;
+  /** Per key kept: the number it is sorted by, or its value. */
+  private readonly numbers: number[] = [];
+  private readonly values: Uint8Array[] = [];
+  private sort: SteppedSort | null = null;
+
+  constructor(req: pb.RangeRequest) {
+    this.limit = int64ToNumber(req.limit);
+    this.keysOnly = req.keysOnly === true;
+    this.bounds = revisionBounds(req);
+    const { target, descending } = sortOrderOf(req);
+    this.reverse = target === SortTarget.KEY && descending;
+    this.target = target === SortTarget.KEY ? null : target;
+    this.descending = descending;
+    // Sorting and filters need every key before the limit applies.
+    const fetchAll = (req.sortOrder ?? SortOrder.NONE) !== SortOrder.NONE || this.bounds !== null;
+    this.key = buf(req.key);
+    this.end = buf(req.rangeEnd);
+    this.opts = {
+      rev: int64ToNumber(req.revision),
+      // One key past the limit tells whether there is more.
+      limit: !fetchAll && this.limit > 0 ? this.limit + 1 : 0,
+      countOnly: req.countOnly === true,
+    };
+  }
+
+  readonly each = (record: Uint8Array, length: number): void => {
+    const target = this.target;
+    if (this.bounds === null && !this.keysOnly && target === null) {
+      this.records.push(record, length);
+      return;
+    }
+    const f = readRecordFields(record, length);
+    if (this.bounds !== null && !withinBounds(this.bounds, f)) return;
+    let copy: Uint8Array;
+    if (!this.keysOnly || f.valueStart < 0) {
+      copy = this.records.push(record, length);
+    } else if (f.valueFieldStart >= 0) {
+      copy = this.records.push(record, length, f.valueFieldStart, f.valueStart + f.valueBytes);
+    } else {
+      // Not encodeKeyValue's layout: its fields but the value, encoded afresh.
+      const kv = decodeKeyValue(new Uint8Array(record.buffer, record.byteOffset, length), true);
+      const bytes = encodeKeyValue({ ...kv, value: EMPTY });
+      copy = this.records.push(bytes, bytes.length);
+    }
+    if (target === null) return;
+    if (target === SortTarget.VALUE) {
+      // A keys-only copy has no value: the value is copied on its own for the sort.
+      const value = f.valueStart < 0 ? EMPTY : new Uint8Array(record.buffer, record.byteOffset + f.valueStart, f.valueBytes);
+      this.values.push(this.keysOnly ? value.slice() : copy.subarray(f.valueStart, f.valueStart + f.valueBytes));
+    } else {
+      this.numbers.push(target === SortTarget.VERSION ? f.version : target === SortTarget.CREATE ? f.createRevision : f.modRevision);
+    }
   };
+
+  /** Sorts the keys on, at most `moves` element moves; true once the response is ready. */
+  sortStep(moves: number): boolean {
+    if (this.target === null) return true;
+    if (this.sort === null) {
+      const n = this.records.kvs.length;
+      if (this.target === SortTarget.VALUE) {
+        const v = this.values;
+        this.sort = new SteppedSort(n, this.descending ? (a, b) => Buffer.compare(v[b], v[a]) : (a, b) => Buffer.compare(v[a], v[b]));
+      } else {
+        const x = this.numbers;
+        this.sort = new SteppedSort(n, this.descending ? (a, b) => x[b] - x[a] : (a, b) => x[a] - x[b]);
+      }
+    }
+    return this.sort.step(moves);
+  }
+
+  response(rr: { count: number; rev: number }): pb.RangeResponse {
+    const kvs = this.records.kvs;
+    const n = kvs.length;
+    const kept = this.limit > 0 && n > this.limit ? this.limit : n;
+    if (this.sort !== null) {
+      this.records.reorder(this.sort.order, kept);
+    } else if (this.reverse) {
+      const order = new Uint32Array(n);
+      for (let p = 0; p < n; p++) order[p] = n - 1 - p;
+      this.records.reorder(order, kept);
+    } else {
+      this.records.truncate(kept);
+    }
+    return { header: revHeader(rr.rev), kvs, more: kept < n, count: String(rr.count) };
+  }
+}
+
+function withinBounds(b: RevisionBounds, f: RecordFields): boolean {
+  if (b.maxMod !== 0 && f.modRevision > b.maxMod) return false;
+  if (b.minMod !== 0 && f.modRevision < b.minMod) return false;
+  if (b.maxCreate !== 0 && f.createRevision > b.maxCreate) return false;
+  if (b.minCreate !== 0 && f.createRevision < b.minCreate) return false;
+  return true;
 }
 
 /**
- * applyRange for a response that is encoded and dropped (the KV service's Range): a range with
- * no sort, no revision filters and whole keys carries each key as the bytes the store holds
- * (WireRecords), copied once, instead of decoded fields encoded again; past its first 16 KiB the
- * copies are in pooled memory that the encoder hands back. Anything else is applyRange's.
+ * applyRange for a response that is encoded and dropped (the KV service's Range): each key goes
+ * as the bytes the store holds (WireRange), copied once, instead of decoded fields encoded
+ * again; past its first 16 KiB the copies are in pooled memory that the encoder hands back.
  */
 export function applyRangeForWire(reader: RecordRangeReader, req: pb.RangeRequest): pb.RangeResponse {
-  const plan = planWireRange(reader, req);
-  if ('resp' in plan) return plan.resp;
-  return plan.done(reader.rangeRecords(plan.key, plan.end, plan.opts, plan.each));
+  const range = new WireRange(req);
+  const rr = reader.rangeRecords(range.key, range.end, range.opts, range.each);
+  range.sortStep(Infinity);
+  return range.response(rr);
 }
 
-/** applyRangeForWire, reading a large range's records over several turns of the event loop (rangeRecordsInSteps). */
-export async function applyRangeForWireInSteps(reader: SteppedRecordRangeReader, req: pb.RangeRequest): Promise<pb.RangeResponse> {
-  const plan = planWireRange(reader, req);
-  if ('resp' in plan) return plan.resp;
-  return plan.done(await reader.rangeRecordsInSteps(plan.key, plan.end, plan.opts, plan.each));
+/**
+ * applyRangeForWire over several turns of the event loop: the store reads a large range's
+ * records in steps (rangeRecordsInSteps), and its sort takes sortMovesPerTurn element moves a turn.
+ */
+export async function applyRangeForWireInSteps(reader: SteppedRecordRangeReader, req: pb.RangeRequest, sortMovesPerTurn = SORT_MOVES_PER_TURN): Promise<pb.RangeResponse> {
+  const range = new WireRange(req);
+  const rr = await reader.rangeRecordsInSteps(range.key, range.end, range.opts, range.each);
+  while (!range.sortStep(sortMovesPerTurn)) await nextTurn();
+  return range.response(rr);
 }

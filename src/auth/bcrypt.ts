@@ -4,6 +4,7 @@
 // (Provos and Mazières, 1999): Blowfish with an expensive key schedule, its initial state the
 // hexadecimal digits of pi, computed here once instead of carried as a 4 KiB table.
 import crypto from 'node:crypto';
+import { nextTurn } from '../runtime/next_turn';
 
 const P_WORDS = 18;
 const S_WORDS = 4 * 256;
@@ -181,7 +182,7 @@ async function bcryptRaw(password: string, salt: Buffer, cost: number): Promise<
   for (let i = 0; i < rounds; i++) {
     bf.expandKey(key, null);
     bf.expandKey(salt, null);
-    if ((i + 1) % ROUNDS_PER_YIELD === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    if ((i + 1) % ROUNDS_PER_YIELD === 0) await nextTurn();
   }
   const words = new Uint32Array(6);
   for (let i = 0; i < 6; i++) words[i] = MAGIC_TEXT.readUInt32BE(i * 4);

@@ -21,6 +21,7 @@ import {
   BBOLT_META_CHECKSUMMED_BYTES,
   fnv64a,
 } from './bbolt_format';
+import { nextTurn } from '../runtime/next_turn';
 
 const PAGE_BYTES = 4096;
 const FREELIST_PGID = 2;
@@ -212,7 +213,7 @@ export class BboltWriter {
   private async yieldIfDue(): Promise<void> {
     if (this.pagesSinceYield < PAGES_PER_YIELD) return;
     this.pagesSinceYield = 0;
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await nextTurn();
   }
 
   /**

@@ -382,6 +382,51 @@ export function decodeKeyValue(data: Uint8Array, withoutValue = false): KeyValue
   return { key, createRevision: f.createRevision, modRevision: f.modRevision, version: f.version, value, lease: f.lease };
 }
 
+/** A stored record's fields as positions and numbers (see readRecordFields). */
+export interface RecordFields {
+  readonly keyStart: number;
+  readonly keyBytes: number;
+  readonly valueStart: number;
+  readonly valueBytes: number;
+  readonly createRevision: number;
+  readonly modRevision: number;
+  readonly version: number;
+  /** Where the value's field (tag, length, bytes) starts, -1 when it has none or the layout is not encodeKeyValue's. */
+  readonly valueFieldStart: number;
+}
+
+const recordFields = {
+  keyStart: -1,
+  keyBytes: 0,
+  valueStart: -1,
+  valueBytes: 0,
+  createRevision: 0,
+  modRevision: 0,
+  version: 0,
+  valueFieldStart: -1,
+};
+
+/**
+ * The fields of the record in data[0, len), into one object that the next call overwrites;
+ * data may be a view of LMDB's read buffer. A range reads its revisions for filters and sorts,
+ * and a keys-only one cuts the value's field out of the record.
+ */
+export function readRecordFields(data: Uint8Array, len: number): RecordFields {
+  readFields(data, len);
+  const f = fields;
+  const r = recordFields;
+  r.keyStart = f.keyStart;
+  r.keyBytes = f.keyBytes;
+  r.valueStart = f.valueStart;
+  r.valueBytes = f.valueBytes;
+  r.createRevision = f.createRevision;
+  r.modRevision = f.modRevision;
+  r.version = f.version;
+  // In that layout the value's field is once in the record: its tag byte and shortest length in front.
+  r.valueFieldStart = f.valueStart >= 0 && f.canonical && varintsShortest ? f.valueStart - 1 - numVarintLen(f.valueBytes) : -1;
+  return r;
+}
+
 /** A stored record's fields but its value, with the key as a latin1 string (see decodeRecordHead). */
 export interface RecordHead {
   key: string;

@@ -7,6 +7,7 @@ import { etcdError } from '../errors';
 import { IndexRebuild, REBUILD_CHUNK_RECORDS } from './index_rebuild';
 import { decodeKeyValue, decodeRecordHead, encodeKeyValue, encodeStoredKeyValue } from './kv_codec';
 import { bytesToRev, isTombstoneKey, revToBytes, REV_BYTES } from './revision';
+import { nextTurn } from '../runtime/next_turn';
 import { RevisionTable } from './revision_table';
 import { TreeIndex, type IndexHit, type RangeEnd } from './tree_index';
 import { EventType, type KeyValue, type MvccEvent } from './types';
@@ -125,11 +126,6 @@ export interface HashKvResult {
   hash: number;
   compactRevision: number;
   hashRevision: number;
-}
-
-/** A later turn of the event loop (requests and timers run meanwhile). */
-function nextTurn(): Promise<void> {
-  return new Promise<void>((resolve) => setImmediate(resolve));
 }
 
 /** How many hits a range needs from the index: one for countOnly, its limit, or all (0). */
@@ -262,12 +258,13 @@ export class MvccStore {
    * of the key's fields) in key order, without decoding them: for a caller that copies the bytes
    * into a response. `record` is LMDB's read buffer, reused by the next read: its first
    * `length` bytes are the record (the buffer may be longer), valid until `each` returns.
-   * countOnly and keysOnly are range()'s business.
+   * countOnly reads no record; keysOnly is the caller's business (it gets whole records).
    */
   rangeRecords(key: Buffer, end: Buffer | null, opts: RangeOptions, each: (record: Uint8Array, length: number) => void): { count: number; rev: number } {
-    assert(!opts.countOnly && !opts.keysOnly, 'rangeRecords reads whole records');
+    assert(!opts.keysOnly, 'rangeRecords reads whole records');
     const curRev = this.currentRev;
     const { hits, total: count } = this.hitsAt(key, end, curRev, opts);
+    if (opts.countOnly) return { count, rev: curRev };
     const get = this.kv.getBinaryFast;
     const readKey = this.readKey;
     for (let i = 0; i < hits.length; i++) {
@@ -288,7 +285,7 @@ export class MvccStore {
    * answers etcd's "compacted", as a request made then would get.
    */
   async rangeRecordsInSteps(key: Buffer, end: Buffer | null, opts: RangeOptions, each: (record: Uint8Array, length: number) => void): Promise<{ count: number; rev: number }> {
-    assert(!opts.countOnly && !opts.keysOnly, 'rangeRecords reads whole records');
+    assert(!opts.keysOnly, 'rangeRecords reads whole records');
     const curRev = this.currentRev;
     const atRev = this.rangeRev(curRev, opts);
     const index = this.index;
@@ -301,6 +298,7 @@ export class MvccStore {
     let after: string | null = null;
     while ((after = index.rangeLimitedSome(from, to, atRev, wantedHits(opts), after, this.rangeStep * RANGE_KEYS_PER_RECORD, into)) !== null) await turn();
     const { hits, total: count } = into;
+    if (opts.countOnly) return { count, rev: curRev };
     let get = this.kv.getBinaryFast;
     const readKey = this.readKey;
     for (let i = 0; i < hits.length; i++) {

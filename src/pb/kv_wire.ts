@@ -389,21 +389,22 @@ function sourceView(record: Uint8Array, length: number): Uint8Array {
   return new Uint8Array(lastSourceBuffer as ArrayBufferLike, record.byteOffset, length);
 }
 
+/** `length` bytes in the shared slab (or a buffer of their own when large), to copy a record into. */
+function slabSpace(length: number): Uint8Array {
+  if (length > WIRE_SLAB_MAX_RECORD_BYTES) return new Uint8Array(length);
+  if (wireSlabPos + length > WIRE_SLAB_BYTES) {
+    wireSlab = new ArrayBuffer(WIRE_SLAB_BYTES);
+    wireSlabPos = 0;
+  }
+  const to = new Uint8Array(wireSlab, wireSlabPos, length);
+  wireSlabPos += length;
+  return to;
+}
+
 /** A copy of record[0, length) in the shared slab (or its own buffer when large). */
 function copyToSlab(record: Uint8Array, length: number): Uint8Array {
-  const from = sourceView(record, length);
-  let to: Uint8Array;
-  if (length > WIRE_SLAB_MAX_RECORD_BYTES) {
-    to = new Uint8Array(length);
-  } else {
-    if (wireSlabPos + length > WIRE_SLAB_BYTES) {
-      wireSlab = new ArrayBuffer(WIRE_SLAB_BYTES);
-      wireSlabPos = 0;
-    }
-    to = new Uint8Array(wireSlab, wireSlabPos, length);
-    wireSlabPos += length;
-  }
-  to.set(from);
+  const to = slabSpace(length);
+  to.set(sourceView(record, length));
   return to;
 }
 
@@ -450,24 +451,56 @@ export class WireRecords {
     return this.#released;
   }
 
-  /** Appends the key whose record is record[0, length) (a reused read buffer may be longer). */
-  push(record: Uint8Array, length: number): void {
+  /**
+   * Appends the key whose record is record[0, length) (a reused read buffer may be longer) but
+   * its bytes [cutStart, cutEnd) (a keys-only range leaves the value field out), and returns the
+   * copy (valid until the response is encoded).
+   */
+  push(record: Uint8Array, length: number, cutStart = length, cutEnd = length): Uint8Array {
     assert(!this.#released, 'records added to an encoded range response');
-    this.#copiedBytes += length;
-    if (this.#copiedBytes <= WIRE_SHARED_BYTES) {
-      this.kvs.push(new WireKeyValue(copyToSlab(record, length), null));
-      return;
-    }
+    assert(0 <= cutStart && cutStart <= cutEnd && cutEnd <= length, 'cut outside the record');
+    const size = length - (cutEnd - cutStart);
+    this.#copiedBytes += size;
     let to: Uint8Array;
-    if (length > WIRE_LENT_MAX_RECORD_BYTES) {
-      to = new Uint8Array(length);
+    let owner: WireRecords | null = this;
+    if (this.#copiedBytes <= WIRE_SHARED_BYTES) {
+      to = slabSpace(size);
+      owner = null;
+    } else if (size > WIRE_LENT_MAX_RECORD_BYTES) {
+      to = new Uint8Array(size);
     } else {
-      if (this.#piece === null || this.#piecePos + length > this.#pieceEnd) this.#takePiece();
-      to = new Uint8Array(this.#piece as ArrayBufferLike, this.#piecePos, length);
-      this.#piecePos += length;
+      if (this.#piece === null || this.#piecePos + size > this.#pieceEnd) this.#takePiece();
+      to = new Uint8Array(this.#piece as ArrayBufferLike, this.#piecePos, size);
+      this.#piecePos += size;
     }
-    to.set(sourceView(record, length));
-    this.kvs.push(new WireKeyValue(to, this));
+    const from = sourceView(record, length);
+    if (cutStart === length) {
+      to.set(from);
+    } else {
+      to.set(from.subarray(0, cutStart));
+      to.set(from.subarray(cutEnd), cutStart);
+    }
+    this.kvs.push(new WireKeyValue(to, owner));
+    return to;
+  }
+
+  /**
+   * Puts the keys in the order given by their positions, the first `count` of them (a sorted
+   * range, cut at its limit). The keys left out stay in the lent memory until it goes back.
+   */
+  reorder(order: ArrayLike<number>, count: number): void {
+    assert(!this.#released, 'range response records reordered after they were encoded');
+    assert(count <= order.length && order.length === this.kvs.length, 'reorder of a different set of keys');
+    const was = this.kvs.slice();
+    const kvs = this.kvs;
+    for (let p = 0; p < count; p++) kvs[p] = was[order[p]];
+    kvs.length = count;
+  }
+
+  /** Keeps the first `count` keys (a range cut at its limit). */
+  truncate(count: number): void {
+    assert(count <= this.kvs.length, 'truncate past the keys');
+    this.kvs.length = count;
   }
 
   #takePiece(): void {

@@ -15,6 +15,7 @@ import { Alarms } from '../alarm/alarms';
 import { Members } from '../membership/members';
 import { KEY_DB } from '../mvcc';
 import { encodeMessage } from '../pb/internal';
+import { nextTurn } from '../runtime/next_turn';
 
 const META_KEYS = ['consistent_index', 'finishedCompactRev', 'scheduledCompactRev'];
 
@@ -30,7 +31,7 @@ async function addRecords(w: BboltWriter, be: Backend, name: string): Promise<vo
   const bucket = w.beginBucket(name);
   const scan = be.openRecordScan(name);
   try {
-    while (scan.step(RECORDS_PER_TURN, bucket.add)) await new Promise<void>((resolve) => setImmediate(resolve));
+    while (scan.step(RECORDS_PER_TURN, bucket.add)) await nextTurn();
   } finally {
     scan.close();
   }

@@ -35,6 +35,7 @@ import {
   encodeTxnResponse,
 } from '../pb/kv_wire';
 import type * as pb from '../pb/types';
+import { nextTurn } from '../runtime/next_turn';
 
 export interface WarmUpOptions {
   /** Where the scratch store's directory is made (and removed). */
@@ -134,10 +135,6 @@ function removeStaleScratch(tmpDir: string, log: Logger): void {
   }
 }
 
-/** Lets the event loop serve what arrived: pending I/O callbacks and timers run before the next step. */
-function nextTurn(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
-}
 
 /**
  * Transactions of puts, single puts and one-key reads, as clients send them, one transaction per

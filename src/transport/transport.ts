@@ -13,6 +13,7 @@ import { PeerProber } from './prober';
 import { installRawStreamHandler } from './raw_stream';
 import { Receiver } from './receiver';
 import { defaultCredentials } from './urls';
+import { nextTurn } from '../runtime/next_turn';
 
 export interface PeerTransportOptions {
   memberId: bigint;
@@ -207,6 +208,6 @@ export class PeerTransport {
     this.probers.clear();
     this.receiver.stop();
     // Lets cancelled calls settle before the caller shuts its server down.
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await nextTurn();
   }
 }

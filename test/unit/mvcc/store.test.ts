@@ -529,7 +529,7 @@ describe('MvccStore ranges in steps', () => {
   it('reads what rangeRecords reads, at the revision it started at, whatever is written or compacted (at or below it) between its steps', async () => {
     const s = loaded();
     const rev = s.store.currentRevision();
-    for (const opts of [{ rev: rev - 3 }, { limit: 100 }, {}]) {
+    for (const opts of [{ rev: rev - 3 }, { limit: 100 }, { countOnly: true }, {}]) {
       const want: string[] = [];
       const wantCount = s.store.rangeRecords(b('k'), b('l'), opts, records(want));
       const got: string[] = [];
@@ -546,12 +546,13 @@ describe('MvccStore ranges in steps', () => {
           t.deleteRange(key(599 - (turns % 100)), null);
         });
         // A compaction at the range's revision deletes the first round's records meanwhile.
-        if (turns === 2 && opts.rev === undefined && opts.limit === undefined) compaction = s.store.compact(rev).done;
+        if (turns === 2 && opts.rev === undefined && opts.limit === undefined && !opts.countOnly) compaction = s.store.compact(rev).done;
       }
       expect(await running).toEqual(wantCount);
       await compaction;
       expect(got).toEqual(want);
-      if (opts.limit === undefined) expect(turns).toBeGreaterThan(opts.rev === undefined ? 50 : 5);
+      if (opts.countOnly) expect(got).toEqual([]);
+      if (opts.limit === undefined) expect(turns).toBeGreaterThan(opts.rev === undefined && !opts.countOnly ? 50 : 5);
     }
   });
 

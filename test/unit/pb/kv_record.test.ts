@@ -3,7 +3,7 @@
 // below is encoded twice, once with the records and once from the fields alone (a plain copy of
 // each KeyValue), and the bytes must be equal; the fields must be those protobufjs decodes.
 import { afterEach, describe, expect, it } from 'vitest';
-import { applyDeleteRange, applyPut, applyRange, applyRangeForWire, applyTxn } from '../../../src/apply/kv';
+import { applyDeleteRange, applyPut, applyRange, applyRangeForWire, applyRangeForWireInSteps, applyTxn } from '../../../src/apply/kv';
 import { toPbKv } from '../../../src/apply/kv_convert';
 import { decodeKeyValue, decodeRecordHead, encodeKeyValue, encodeStoredKeyValue, storedRecord } from '../../../src/mvcc/kv_codec';
 import type { KeyValue } from '../../../src/mvcc/types';
@@ -320,29 +320,35 @@ describe('responses built from the store', () => {
     expect(withRecords).toBeGreaterThan(50);
   });
 
-  it('a range for the wire sends the same bytes as one decoded, with its keys as their stored bytes when plain', () => {
+  it('a range for the wire sends the same bytes as one decoded, every key as its stored bytes', () => {
     const s = seeded();
     const count = applyRange(s.store, rangeReq('k', { rangeEnd: 'l' })).kvs.length;
-    const reqs: Array<[pb.RangeRequest, boolean]> = [
-      [rangeReq('k', { rangeEnd: 'l' }), true],
-      [rangeReq('k05'), true],
-      [rangeReq('k', { rangeEnd: 'l', limit: '3' }), true],
-      [rangeReq('k', { rangeEnd: 'l', limit: '1' }), true],
-      [rangeReq('k', { rangeEnd: 'l', limit: String(count) }), true],
-      [rangeReq('k', { rangeEnd: 'l', limit: String(count + 1) }), true],
-      [rangeReq('k', { rangeEnd: 'l', revision: '20', limit: '2' }), true],
-      [rangeReq('k', { rangeEnd: 'l', sortTarget: 0, sortOrder: 1 }), true],
-      [rangeReq('\0', { rangeEnd: '\0' }), true],
-      [rangeReq('nothing'), true],
-      [rangeReq('k', { rangeEnd: 'l', keysOnly: true }), false],
-      [rangeReq('k', { rangeEnd: 'l', sortTarget: 0, sortOrder: 2, limit: '4' }), false],
-      [rangeReq('k', { rangeEnd: 'l', sortTarget: 4, sortOrder: 1 }), false],
-      [rangeReq('k', { rangeEnd: 'l', sortTarget: 2, sortOrder: 0 }), false],
-      [rangeReq('k', { rangeEnd: 'l', minModRevision: '10' }), false],
-      [rangeReq('k', { rangeEnd: 'l', maxCreateRevision: '30' }), false],
-      [rangeReq('k', { rangeEnd: 'l', countOnly: true }), false],
+    const reqs: pb.RangeRequest[] = [
+      rangeReq('k05'),
+      rangeReq('k', { rangeEnd: 'l', limit: String(count) }),
+      rangeReq('k', { rangeEnd: 'l', limit: String(count + 1) }),
+      rangeReq('k', { rangeEnd: 'l', revision: '20', limit: '2' }),
+      rangeReq('k', { rangeEnd: 'l', revision: '20', keysOnly: true, sortTarget: 3, sortOrder: 2 }),
+      rangeReq('\0', { rangeEnd: '\0' }),
+      rangeReq('nothing'),
+      rangeReq('nothing', { keysOnly: true, sortTarget: 4 }),
+      rangeReq('k', { rangeEnd: 'l', countOnly: true }),
+      rangeReq('k', { rangeEnd: 'l', countOnly: true, limit: '2', minModRevision: '10' }),
     ];
-    for (const [req, asBytes] of reqs) {
+    // Every sort target and order (the values have many ties: a sort must keep their key order),
+    // with and without keys-only, a limit and revision filters.
+    const filters: Array<Partial<pb.RangeRequest>> = [{}, { minModRevision: '10' }, { maxCreateRevision: '30', minCreateRevision: '3' }, { maxModRevision: '25' }];
+    for (let sortTarget = 0; sortTarget <= 4; sortTarget++) {
+      for (let sortOrder = 0; sortOrder <= 2; sortOrder++) {
+        for (const keysOnly of [false, true]) {
+          for (const limit of ['0', '1', '3']) {
+            for (const f of filters) reqs.push(rangeReq('k', { rangeEnd: 'l', sortTarget, sortOrder, keysOnly, limit, ...f }));
+          }
+        }
+      }
+    }
+    let cut = 0;
+    for (const req of reqs) {
       const what = JSON.stringify(req);
       const wire = applyRangeForWire(s.store, req);
       const decoded = applyRange(s.store, req);
@@ -351,12 +357,67 @@ describe('responses built from the store', () => {
       expect(encodeRangeResponse(wire).equals(encodeRangeResponse(decoded)), what).toBe(true);
       expect(wire.more, what).toBe(decoded.more);
       expect(wire.count, what).toBe(decoded.count);
+      if (wire.more) cut++;
       // Stored bytes carry no own fields (toEqual sees none); decoded keys do.
-      for (const kv of wire.kvs) expect(Object.keys(kv).length === 0, what).toBe(asBytes);
+      for (const kv of wire.kvs) expect(Object.keys(kv).length, what).toBe(0);
+      if (req.keysOnly) for (const kv of wire.kvs) expect(kv.value.length, what).toBe(0);
     }
+    expect(cut).toBeGreaterThan(50);
     expect(count).toBeGreaterThan(10);
     // The store's checks apply as to any range.
     expect(() => applyRangeForWire(s.store, rangeReq('k', { revision: '100000' }))).toThrow('mvcc: required revision is a future revision');
+  });
+
+  it('a sorted range for the wire is sorted over turns of the event loop, to the same bytes', async () => {
+    const s = seeded();
+    for (const req of [
+      rangeReq('k', { rangeEnd: 'l', sortTarget: 4, sortOrder: 2, keysOnly: true }),
+      rangeReq('k', { rangeEnd: 'l', sortTarget: 3, sortOrder: 1, limit: '5', minModRevision: '8' }),
+    ]) {
+      const want = applyRangeForWire(s.store, req);
+      want.header = HEADER;
+      let settled = false;
+      const running = applyRangeForWireInSteps(s.store, req, 4).finally(() => (settled = true));
+      let turns = 0;
+      while (!settled) {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        turns++;
+      }
+      const got = await running;
+      got.header = HEADER;
+      expect(encodeRangeResponse(got).equals(encodeRangeResponse(want))).toBe(true);
+      // ~25 keys in 5 passes, 4 moves a turn (one answers the whole sort).
+      expect(turns).toBeGreaterThan(10);
+    }
+  });
+
+  it('a keys-only range of records in another layout than ours sends them without their value', () => {
+    const kvs: KeyValue[] = [
+      { key: b('a'), createRevision: 2, modRevision: 3, version: 1, value: b('xyz'), lease: 5n },
+      { key: b('b'), createRevision: 4, modRevision: 4, version: 1, value: b('uvw'), lease: 0n },
+    ];
+    const records = [
+      // The value's field first.
+      Buffer.concat([Buffer.from([0x2a, 3]), b('xyz'), encodeKeyValue({ ...kvs[0], value: Buffer.alloc(0) })]),
+      // The value's length in a longer varint than needed.
+      Buffer.concat([encodeKeyValue({ ...kvs[1], value: Buffer.alloc(0) }), Buffer.from([0x2a, 0x83, 0x00]), b('uvw')]),
+    ];
+    for (const [i, r] of records.entries()) expect(decodeKeyValue(r)).toEqual(kvs[i]);
+    const reader = {
+      range: () => ({ kvs, count: 2, rev: 9 }),
+      rangeRecords: (_k: Buffer, _e: Buffer | null, _o: unknown, each: (record: Uint8Array, length: number) => void) => {
+        for (const r of records) each(r, r.length);
+        return { count: 2, rev: 9 };
+      },
+    };
+    const req = rangeReq('a', { rangeEnd: 'z', keysOnly: true });
+    const wire = applyRangeForWire(reader, req);
+    const decoded = applyRange(reader, req);
+    expect(encodeRangeResponse(wire).equals(encodeRangeResponse(decoded))).toBe(true);
+    expect(wire.kvs.map((kv) => [kv.key.toString(), kv.value.length, kv.lease])).toEqual([
+      ['a', 0, '5'],
+      ['b', 0, '0'],
+    ]);
   });
 
   it('a large range for the wire keeps its keys in lent memory that goes back when it is encoded, and no key outlives it', () => {
