@@ -556,6 +556,27 @@ describe('MvccStore ranges in steps', () => {
     }
   });
 
+  it('ends a turn once its time is up, whatever its count of records', async () => {
+    // No count limit to speak of, no time at all: a turn every RANGE_CLOCK_RECORDS (256) records.
+    const s = fresh(undefined, { rangeStep: 1_000_000, rangeTurnMs: 0 });
+    write(s, (t) => {
+      for (let j = 0; j < 1000; j++) t.put(key(j), b(`v${j}`), 0n);
+    });
+    const want: string[] = [];
+    s.store.rangeRecords(b('k'), b('l'), {}, records(want));
+    const got: string[] = [];
+    let settled = false;
+    const running = s.store.rangeRecordsInSteps(b('k'), b('l'), {}, records(got)).finally(() => (settled = true));
+    let turns = 0;
+    while (!settled) {
+      await turn();
+      turns++;
+    }
+    await running;
+    expect(got).toEqual(want);
+    expect(turns).toBeGreaterThanOrEqual(3);
+  });
+
   it('answers "compacted" when a compaction past its revision comes between its steps', async () => {
     const s = loaded();
     const rev = s.store.currentRevision();
