@@ -28,7 +28,8 @@ import {
   FAST_CALL_TRACKER,
 } from './fast_common';
 import { H2Stream, type StreamSink } from '../h2/stream';
-import { encodePooled } from '../pb/wire';
+import { encodePooled, type EncodedParts, type PartsSerializer } from '../pb/wire';
+import { POOLED_BUFFER } from '../runtime/buffer_pool';
 
 export type { CallTracker } from './fast_common';
 
@@ -240,21 +241,28 @@ class FastUnaryCall implements StreamSink {
       const s = errorStatus(err);
       return this.fail(s.code, s.details, trailer ?? s.metadata);
     }
-    let body: Buffer;
+    let body: Buffer | null = null;
+    let parts: EncodedParts | null = null;
     // Our HTTP/2 stream hands a pooled buffer back once the socket has written it (a paged list's
-    // ~0.5 MiB response no longer a new allocation per page: src/runtime/buffer_pool.ts).
+    // ~0.5 MiB response no longer a new allocation per page: src/runtime/buffer_pool.ts), and
+    // writes a response given in parts as they are (a large range's keys are not copied again).
     const h2 = (this.stream as unknown) instanceof H2Stream;
     try {
-      body = h2 ? encodePooled(this.handler.serialize, value) : this.handler.serialize(value);
+      if (h2) parts = (this.handler.serialize as PartsSerializer).parts?.(value) ?? null;
+      if (parts === null) body = h2 ? encodePooled(this.handler.serialize, value) : this.handler.serialize(value);
     } catch {
       return this.fail(grpc.status.INTERNAL, 'Error serializing response', null);
     }
     const stream = this.stream;
     if (stream.destroyed || stream.closed) return this.finish(grpc.status.CANCELLED);
-    const frame = frameMessage(body);
     this[FAST_CALL_TRACKER]?.sent();
     const trailers = statusTrailers({ code: grpc.status.OK, details: 'OK', metadata: trailer ?? null });
     const s = stream as unknown;
+    if (parts !== null) {
+      (s as H2Stream).respondWithTrailers(RESPONSE_HEADERS, framedParts(parts), trailers);
+      return this.finish(grpc.status.OK);
+    }
+    const frame = frameMessage(body!);
     if (s instanceof H2Stream) {
       s.respondWithTrailers(RESPONSE_HEADERS, frame, trailers);
     } else {
@@ -265,6 +273,21 @@ class FastUnaryCall implements StreamSink {
     this.finish(grpc.status.OK);
   }
 }
+
+/** A message in parts with gRPC's prefix in front: with its first part when that is small and its own. */
+function framedParts(p: EncodedParts): Buffer[] {
+  const first = p.parts[0];
+  const merge = first !== undefined && first.length <= FRAME_MERGE_MAX_BYTES && (first as Buffer & { [POOLED_BUFFER]?: Buffer })[POOLED_BUFFER] === undefined;
+  const prefix = Buffer.allocUnsafe(FRAME_HEADER_BYTES + (merge ? first.length : 0));
+  prefix[0] = 0;
+  prefix.writeUInt32BE(p.bytes, 1);
+  if (!merge) return [prefix, ...p.parts];
+  first.copy(prefix, FRAME_HEADER_BYTES);
+  return [prefix, ...p.parts.slice(1)];
+}
+
+/** A first part up to this size is copied behind the prefix rather than sent as a DATA frame of its own. */
+const FRAME_MERGE_MAX_BYTES = 4096;
 
 /** Frozen: a push after the request was taken would throw rather than keep bytes alive. */
 const NO_CHUNKS = Object.freeze([]) as unknown as Buffer[];

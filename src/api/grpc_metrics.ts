@@ -12,6 +12,7 @@ import { Counter } from 'prom-client';
 import type { EtcdMetrics, GrpcMethodMetrics, GrpcType } from '../metrics';
 import { grpcCodeName } from '../metrics/grpcmethods';
 import { FAST_CALL_TRACKER, type CallTracker } from './fast_common';
+import type { EncodedParts, PartsSerializer } from '../pb/wire';
 
 /** grpc.status codes under the names grpc-js exports, used where etcd's handlers differ. */
 const CANCELLED = grpc.status.CANCELLED;
@@ -266,7 +267,24 @@ export function createGrpcInstrumentation(metrics: EtcdMetrics): GrpcInstrumenta
       assert(methods.size < MAX_METHODS, 'too many gRPC methods to instrument');
       methods.set(m.path, { service: serviceName, method, type: grpcTypeOf(m), metrics: undefined, pending: undefined });
       const decode = m.requestDeserialize;
-      const encode = m.responseSerialize;
+      const encode = m.responseSerialize as PartsSerializer;
+      const countSent = (bytes: number): void => {
+        if (batched) sentBytes += bytes;
+        else sentBytesCounter.inc(bytes);
+      };
+      const serialize: PartsSerializer = (value: unknown): Buffer => {
+        const b = encode(value);
+        countSent(b.length);
+        return b;
+      };
+      const encodeParts = encode.parts;
+      if (encodeParts !== undefined) {
+        serialize.parts = (value: unknown): EncodedParts | null => {
+          const p = encodeParts(value);
+          if (p !== null) countSent(p.bytes);
+          return p;
+        };
+      }
       out[name] = {
         ...m,
         requestDeserialize: (bytes: Buffer): unknown => {
@@ -274,12 +292,7 @@ export function createGrpcInstrumentation(metrics: EtcdMetrics): GrpcInstrumenta
           else receivedBytesCounter.inc(bytes.length);
           return decode(bytes);
         },
-        responseSerialize: (value: unknown): Buffer => {
-          const b = encode(value);
-          if (batched) sentBytes += b.length;
-          else sentBytesCounter.inc(b.length);
-          return b;
-        },
+        responseSerialize: serialize,
       };
     }
     return out as grpc.ServiceDefinition;

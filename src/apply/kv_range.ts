@@ -147,6 +147,9 @@ class WireRange {
   private readonly numbers: number[] = [];
   private readonly values: Uint8Array[] = [];
   private sort: SteppedSort | null = null;
+  /** The store reads one key past the limit that is not kept (no sort, no filters). */
+  private readonly onePast: boolean;
+  private more = false;
 
   constructor(req: pb.RangeRequest) {
     this.limit = int64ToNumber(req.limit);
@@ -160,9 +163,10 @@ class WireRange {
     const fetchAll = (req.sortOrder ?? SortOrder.NONE) !== SortOrder.NONE || this.bounds !== null;
     this.key = buf(req.key);
     this.end = buf(req.rangeEnd);
+    // One key past the limit tells whether there is more; with a sort it is sorted with the rest.
+    this.onePast = !fetchAll && this.limit > 0 && this.target === null;
     this.opts = {
       rev: int64ToNumber(req.revision),
-      // One key past the limit tells whether there is more.
       limit: !fetchAll && this.limit > 0 ? this.limit + 1 : 0,
       countOnly: req.countOnly === true,
     };
@@ -170,6 +174,11 @@ class WireRange {
 
   readonly each = (record: Uint8Array, length: number): void => {
     const target = this.target;
+    if (this.onePast && this.records.kvs.length === this.limit) {
+      // The key past the limit: it only says there is more (its copy would unframe the records).
+      this.more = true;
+      return;
+    }
     if (this.bounds === null && !this.keysOnly && target === null) {
       this.records.push(record, length);
       return;
@@ -226,7 +235,7 @@ class WireRange {
     } else {
       this.records.truncate(kept);
     }
-    return { header: revHeader(rr.rev), kvs, more: kept < n, count: String(rr.count) };
+    return { header: revHeader(rr.rev), kvs, more: this.more || kept < n, count: String(rr.count) };
   }
 }
 

@@ -163,15 +163,21 @@ export class H2Stream extends EventEmitter {
   }
 
   /**
-   * A whole unary answer at once: headers, one DATA payload, then `trailers` as soon as the
-   * payload is out (what respond(waitForTrailers) + end(body) + sendTrailers on 'wantTrailers' do,
+   * A whole unary answer at once: headers, one DATA payload (or its parts in order), then
+   * `trailers` as soon as the payload is out (what respond(waitForTrailers) + end(body) + sendTrailers on 'wantTrailers' do,
    * without the listener).
    */
-  respondWithTrailers(headers: Readonly<Record<string, OutgoingValue>>, body: Buffer, trailers: Readonly<Record<string, OutgoingValue>>): void {
+  respondWithTrailers(headers: Readonly<Record<string, OutgoingValue>>, body: Buffer | readonly Buffer[], trailers: Readonly<Record<string, OutgoingValue>>): void {
     if (this.closed) return;
     this.respond(headers, { waitForTrailers: true });
     this.queuedTrailers = trailers;
-    this.end(body);
+    if (Buffer.isBuffer(body)) {
+      this.end(body);
+      return;
+    }
+    // A payload in parts (a large range's runs of records), each written as it is.
+    for (const part of body) this.write(part);
+    this.end();
   }
 
   /** Events go to `sink` from now on; at most one sink, set before any data arrives. */

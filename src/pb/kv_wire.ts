@@ -18,9 +18,10 @@ import {
   varintSize,
   EMPTY_BYTES,
   allocEncoding,
+  type EncodedParts,
 } from './wire';
 import assert from 'node:assert';
-import { responsePool } from '../runtime/buffer_pool';
+import { POOLED_BUFFER, responsePool } from '../runtime/buffer_pool';
 
 // ---------------------------------------------------------------- encoding helpers
 
@@ -294,14 +295,17 @@ function decodeKeyValueFields(buf: Buffer): pb.KeyValue {
 class WireKeyValue implements pb.KeyValue {
   /** The encoding: a view of a slab or of `#owner`'s lent memory (see keyValueFromRecord). */
   readonly #bytes: Uint8Array;
-  /** The records of a response whose memory goes back to the pool once it is encoded, or null. */
+  /** The records of the response it is in, or null (keyValueFromRecord). */
   readonly #owner: WireRecords | null;
+  /** Whether #bytes are in memory the owner lends (it goes back to the pool once encoded). */
+  readonly #lent: boolean;
   #fields: pb.KeyValue | null;
   #changed: boolean;
 
-  constructor(bytes: Uint8Array, owner: WireRecords | null) {
+  constructor(bytes: Uint8Array, owner: WireRecords | null, lent: boolean) {
     this.#bytes = bytes;
     this.#owner = owner;
+    this.#lent = lent;
     this.#fields = null;
     this.#changed = false;
   }
@@ -309,16 +313,16 @@ class WireKeyValue implements pb.KeyValue {
   #decoded(): pb.KeyValue {
     if (this.#fields === null) {
       const b = this.#bytes;
-      const owner = this.#owner;
       // Fields of lent memory are decoded from a copy: they must outlive the memory's loan.
-      if (owner !== null) assert(!owner.released, 'a key of an encoded range response read after its memory went back');
-      this.#fields = decodeKeyValueFields(owner === null ? Buffer.from(b.buffer, b.byteOffset, b.length) : Buffer.from(b));
+      if (this.#lent) assert(!this.#owner!.released, 'a key of an encoded range response read after its memory went back');
+      this.#fields = decodeKeyValueFields(this.#lent ? Buffer.from(b) : Buffer.from(b.buffer, b.byteOffset, b.length));
     }
     return this.#fields;
   }
 
   #set(): pb.KeyValue {
     this.#changed = true;
+    this.#owner?.unframe();
     return this.#decoded();
   }
 
@@ -364,7 +368,7 @@ class WireKeyValue implements pb.KeyValue {
     if (!(#bytes in kv)) return null;
     const w = kv as WireKeyValue;
     if (w.#changed) return null;
-    if (w.#owner !== null) assert(!w.#owner.released, 'a key of an encoded range response encoded after its memory went back');
+    if (w.#lent) assert(!w.#owner!.released, 'a key of an encoded range response encoded after its memory went back');
     return w.#bytes;
   }
 }
@@ -414,7 +418,7 @@ function copyToSlab(record: Uint8Array, length: number): Uint8Array {
  * (test/unit/pb/kv_record.test.ts). `record` may be a reused read buffer longer than `length`.
  */
 export function keyValueFromRecord(record: Uint8Array, length: number): pb.KeyValue {
-  return new WireKeyValue(copyToSlab(record, length), null);
+  return new WireKeyValue(copyToSlab(record, length), null, false);
 }
 
 /** A response's first bytes of records share the slab: a one-key range takes nothing from the pool. */
@@ -431,10 +435,15 @@ const WIRE_RECORDS = Symbol('wireRecords');
  * A paged list's ~0.5 MiB of keys in fresh slabs was garbage as large as the response, and V8
  * counts such bytes toward its next mark-compact (kube-mix: one every ~0.45 s on a 21 MB heap).
  * Past its first WIRE_SHARED_BYTES, a response's records go into memory lent by responsePool,
- * handed back by the encoder right after it has copied them (writeRangeResponse): the contract
- * of these keys is that they are encoded once and dropped. A key read or encoded after that is an
- * assertion failure, never another response's bytes; a response never encoded (its call gone)
- * leaves its memory to the garbage collector.
+ * handed back by the encoder right after it has copied them (writeRangeResponse), or by the
+ * HTTP/2 stream once the socket has written them (rangeResponseParts): the contract of these keys
+ * is that they are encoded once and dropped. A key read or encoded after that is an assertion
+ * failure, never another response's bytes; a response never encoded (its call gone) leaves its
+ * memory to the garbage collector.
+ *
+ * Each record is copied with its field's tag and length in front (the response's repeated kvs
+ * field, as encoded): while the keys stay in the order they came, unchanged, the response's kvs
+ * are the runs of those bytes (`framed`), copied or sent as they are instead of key by key.
  */
 export class WireRecords {
   readonly kvs: pb.KeyValue[] = [];
@@ -446,9 +455,32 @@ export class WireRecords {
   #piece: ArrayBufferLike | null = null;
   #piecePos = 0;
   #pieceEnd = 0;
+  /** The kvs are the framed records in `#runs` and the open run, in order (see framed). */
+  #framed = true;
+  #framedBytes = 0;
+  #framedCount = 0;
+  /** Closed runs of framed records; the open one is [#runStart, #runEnd) of #runMemory. */
+  readonly #runs: Uint8Array[] = [];
+  #runMemory: ArrayBufferLike | null = null;
+  #runStart = 0;
+  #runEnd = 0;
+
+  constructor() {
+    (this.kvs as pb.KeyValue[] & { [WIRE_RECORDS]?: WireRecords })[WIRE_RECORDS] = this;
+  }
 
   get released(): boolean {
     return this.#released;
+  }
+
+  /** Whether `kvs` are this response's keys, framed in order (see the class's comment). */
+  framed(kvs: unknown): boolean {
+    return kvs === this.kvs && this.#framed && !this.#released && this.kvs.length === this.#framedCount;
+  }
+
+  /** The framed records' bytes (while framed). */
+  get framedBytes(): number {
+    return this.#framedBytes;
   }
 
   /**
@@ -460,28 +492,62 @@ export class WireRecords {
     assert(!this.#released, 'records added to an encoded range response');
     assert(0 <= cutStart && cutStart <= cutEnd && cutEnd <= length, 'cut outside the record');
     const size = length - (cutEnd - cutStart);
-    this.#copiedBytes += size;
+    // The kvs field's tag and the record's length.
+    const framedSize = 1 + varintSize(size) + size;
+    this.#copiedBytes += framedSize;
     let to: Uint8Array;
-    let owner: WireRecords | null = this;
+    let lent = false;
     if (this.#copiedBytes <= WIRE_SHARED_BYTES) {
-      to = slabSpace(size);
-      owner = null;
-    } else if (size > WIRE_LENT_MAX_RECORD_BYTES) {
-      to = new Uint8Array(size);
+      to = slabSpace(framedSize);
+    } else if (framedSize > WIRE_LENT_MAX_RECORD_BYTES) {
+      to = new Uint8Array(framedSize);
     } else {
-      if (this.#piece === null || this.#piecePos + size > this.#pieceEnd) this.#takePiece();
-      to = new Uint8Array(this.#piece as ArrayBufferLike, this.#piecePos, size);
-      this.#piecePos += size;
+      lent = true;
+      if (this.#piece === null || this.#piecePos + framedSize > this.#pieceEnd) this.#takePiece();
+      to = new Uint8Array(this.#piece as ArrayBufferLike, this.#piecePos, framedSize);
+      this.#piecePos += framedSize;
+    }
+    let at = 0;
+    to[at++] = 0x12;
+    for (let v = size; ; ) {
+      if (v < 0x80) {
+        to[at++] = v;
+        break;
+      }
+      to[at++] = (v & 0x7f) | 0x80;
+      v = Math.floor(v / 128);
     }
     const from = sourceView(record, length);
     if (cutStart === length) {
-      to.set(from);
+      to.set(from, at);
     } else {
-      to.set(from.subarray(0, cutStart));
-      to.set(from.subarray(cutEnd), cutStart);
+      to.set(from.subarray(0, cutStart), at);
+      to.set(from.subarray(cutEnd), at + cutStart);
     }
-    this.kvs.push(new WireKeyValue(to, owner));
-    return to;
+    const copy = to.subarray(at);
+    this.kvs.push(new WireKeyValue(copy, this, lent));
+    this.#addRun(to);
+    return copy;
+  }
+
+  /** Adds framed bytes to the runs: to the open run when they follow it in its memory. */
+  #addRun(framed: Uint8Array): void {
+    this.#framedBytes += framed.length;
+    this.#framedCount++;
+    const memory = framed.buffer;
+    if (memory === this.#runMemory && framed.byteOffset === this.#runEnd) {
+      this.#runEnd += framed.length;
+      return;
+    }
+    this.#closeRun();
+    this.#runMemory = memory;
+    this.#runStart = framed.byteOffset;
+    this.#runEnd = framed.byteOffset + framed.length;
+  }
+
+  #closeRun(): void {
+    if (this.#runMemory !== null && this.#runEnd > this.#runStart) this.#runs.push(new Uint8Array(this.#runMemory, this.#runStart, this.#runEnd - this.#runStart));
+    this.#runMemory = null;
   }
 
   /**
@@ -493,39 +559,88 @@ export class WireRecords {
     assert(count <= order.length && order.length === this.kvs.length, 'reorder of a different set of keys');
     const was = this.kvs.slice();
     const kvs = this.kvs;
-    for (let p = 0; p < count; p++) kvs[p] = was[order[p]];
+    let same = count === was.length;
+    for (let p = 0; p < count; p++) {
+      kvs[p] = was[order[p]];
+      if (order[p] !== p) same = false;
+    }
     kvs.length = count;
+    if (!same) this.#framed = false;
   }
 
   /** Keeps the first `count` keys (a range cut at its limit). */
   truncate(count: number): void {
     assert(count <= this.kvs.length, 'truncate past the keys');
+    if (count === this.kvs.length) return;
     this.kvs.length = count;
+    this.#framed = false;
+  }
+
+  /** A key's field was set: the response is encoded key by key. */
+  unframe(): void {
+    this.#framed = false;
   }
 
   #takePiece(): void {
     const piece = responsePool.take(WIRE_LENT_BYTES);
     assert(piece !== null, 'pool size class for wire records');
-    if (this.#lent === null) {
-      this.#lent = [];
-      (this.kvs as pb.KeyValue[] & { [WIRE_RECORDS]?: WireRecords })[WIRE_RECORDS] = this;
-    }
+    if (this.#lent === null) this.#lent = [];
     this.#lent.push(piece);
     this.#piece = piece.buffer;
     this.#piecePos = piece.byteOffset;
     this.#pieceEnd = piece.byteOffset + piece.length;
   }
 
-  /** Hands the lent memory back: every key of it is dead from now on. */
+  /** Copies the framed records to w (the response's kvs field, encoded). */
+  writeFramed(w: Writer): void {
+    assert(this.framed(this.kvs), 'framed records written after a change or their release');
+    this.#closeRun();
+    for (const run of this.#runs) {
+      w.buf.set(run, w.pos);
+      w.pos += run.length;
+    }
+  }
+
+  /** Hands the lent memory back: every key of it is dead from now on. Once is enough (an encoding again finds none). */
   release(): void {
-    assert(!this.#released, 'range response records released twice');
+    if (this.#released) {
+      assert(this.#lent === null, 'lent memory kept after its release');
+      return;
+    }
     this.#released = true;
     if (this.#lent !== null) for (const b of this.#lent) responsePool.giveBack(b);
     this.#lent = null;
     this.#piece = null;
   }
 
-  /** The records of a kvs array that holds lent memory, or null. */
+  /**
+   * The framed records as buffers to write as they are, and the end of every key (as release()):
+   * the last run in each lent piece carries the piece under POOLED_BUFFER, for the writer to hand
+   * back once the socket has written it (runs of one piece are written in order).
+   */
+  handOver(): Buffer[] {
+    assert(this.framed(this.kvs), 'framed records handed over after a change or their release');
+    this.#closeRun();
+    this.#released = true;
+    const out = this.#runs.map((r) => Buffer.from(r.buffer, r.byteOffset, r.length));
+    if (this.#lent !== null) {
+      const pieceOf = new Map<ArrayBufferLike, Buffer>();
+      for (const p of this.#lent) pieceOf.set(p.buffer, p);
+      for (let i = out.length - 1; i >= 0; i--) {
+        const piece = pieceOf.get(out[i].buffer);
+        if (piece === undefined) continue;
+        (out[i] as Buffer & { [POOLED_BUFFER]?: Buffer })[POOLED_BUFFER] = piece;
+        pieceOf.delete(out[i].buffer);
+      }
+      // Every piece holds a run: one taken holds the record that did not fit the one before.
+      assert(pieceOf.size === 0, 'a lent piece without framed records');
+    }
+    this.#lent = null;
+    this.#piece = null;
+    return out;
+  }
+
+  /** The records of a response's kvs array, or null. */
   static of(kvs: unknown): WireRecords | null {
     return (kvs as { [WIRE_RECORDS]?: WireRecords } | null | undefined)?.[WIRE_RECORDS] ?? null;
   }
@@ -602,17 +717,57 @@ function writeRepeated(w: Writer, tag: number, v: unknown, size: (o: Obj) => num
   }
 }
 
+/** The records of a response whose keys are framed in order (WireRecords), or null. */
+function framedRecords(r: Obj): WireRecords | null {
+  const records = WireRecords.of(r.kvs);
+  return records !== null && records.framed(r.kvs) ? records : null;
+}
+
 export function rangeResponseSize(r: Obj): number {
-  return subSize(r.header, responseHeaderSize) + repeatedSize(r.kvs, keyValueSize) + boolFieldSize(r.more) + int64FieldSize(r.count);
+  const framed = framedRecords(r);
+  const kvsSize = framed !== null ? framed.framedBytes : repeatedSize(r.kvs, keyValueSize);
+  return subSize(r.header, responseHeaderSize) + kvsSize + boolFieldSize(r.more) + int64FieldSize(r.count);
 }
 
 function writeRangeResponse(w: Writer, r: Obj): void {
   writeSub(w, 0x0a, r.header, responseHeaderSize, writeResponseHeader);
-  writeRepeated(w, 0x12, r.kvs, keyValueSize, writeKeyValue);
+  const framed = framedRecords(r);
+  if (framed !== null) framed.writeFramed(w);
+  else writeRepeated(w, 0x12, r.kvs, keyValueSize, writeKeyValue);
   // The keys are in the encoding now; their lent memory goes back (see WireRecords).
   WireRecords.of(r.kvs)?.release();
+  writeRangeResponseTail(w, r);
+}
+
+/** The fields after the keys. */
+function writeRangeResponseTail(w: Writer, r: Obj): void {
   writeBoolField(w, 0x18, r.more);
   writeInt64Field(w, 0x20, r.count);
+}
+
+/**
+ * A range response's encoding without copying its keys (when they are framed in order, see
+ * WireRecords): the header's field, the runs of framed records as they are, then the fields
+ * after them. The runs in pooled memory carry it under POOLED_BUFFER (the writer hands it back);
+ * the response's keys are dead from then on. Null when the keys are not framed: encode it whole.
+ * One range of 1M keys (280 MB) took 1.4 s to encode in one turn of the event loop.
+ */
+export function rangeResponseParts(r: pb.RangeResponse | Obj): EncodedParts | null {
+  isMessage(r);
+  const o = r as Obj;
+  const framed = framedRecords(o);
+  if (framed === null) return null;
+  const headSize = subSize(o.header, responseHeaderSize);
+  const tailSize = boolFieldSize(o.more) + int64FieldSize(o.count);
+  const bytes = headSize + framed.framedBytes + tailSize;
+  const head = new Writer(Buffer.allocUnsafe(headSize));
+  writeSub(head, 0x0a, o.header, responseHeaderSize, writeResponseHeader);
+  const tail = new Writer(Buffer.allocUnsafe(tailSize));
+  writeRangeResponseTail(tail, o);
+  const parts = framed.handOver();
+  if (headSize > 0) parts.unshift(head.done());
+  if (tailSize > 0) parts.push(tail.done());
+  return { parts, bytes };
 }
 
 export function putResponseSize(r: Obj): number {

@@ -14,10 +14,11 @@ import {
   encodePutResponse,
   encodeRangeResponse,
   encodeTxnResponse,
+  rangeResponseParts,
   encodeWatchResponse,
 } from './kv_wire';
 import { decodeLeaseKeepAliveRequest, encodeLeaseKeepAliveResponse } from './lease_wire';
-import { NotFast } from './wire';
+import { NotFast, type EncodedParts, type PartsSerializer } from './wire';
 
 type Decode = (buf: Buffer) => unknown;
 type Encode = (obj: never) => Buffer;
@@ -25,11 +26,13 @@ type Encode = (obj: never) => Buffer;
 interface FastMethod {
   decode?: Decode;
   encode?: Encode;
+  /** The encoding as parts, when it has them (see PartsSerializer). */
+  parts?: (obj: never) => EncodedParts | null;
 }
 
 const FAST: Record<string, Record<string, FastMethod>> = {
   'etcdserverpb.KV': {
-    Range: { decode: decodeRangeRequest, encode: encodeRangeResponse },
+    Range: { decode: decodeRangeRequest, encode: encodeRangeResponse, parts: rangeResponseParts },
     Put: { decode: decodePutRequest, encode: encodePutResponse },
     DeleteRange: { decode: decodeDeleteRangeRequest, encode: encodeDeleteRangeResponse },
     Txn: { decode: decodeTxnRequest, encode: encodeTxnResponse },
@@ -53,8 +56,8 @@ function withFallbackDecode(fast: Decode, slow: (buf: Buffer) => unknown): (buf:
   };
 }
 
-function withFallbackEncode(fast: Encode, slow: (v: unknown) => Buffer): (v: unknown) => Buffer {
-  return (v) => {
+function withFallbackEncode(fast: Encode, slow: (v: unknown) => Buffer, parts?: (obj: never) => EncodedParts | null): PartsSerializer {
+  const serialize: PartsSerializer = (v) => {
     try {
       return fast(v as never);
     } catch (e) {
@@ -62,6 +65,18 @@ function withFallbackEncode(fast: Encode, slow: (v: unknown) => Buffer): (v: unk
       throw e;
     }
   };
+  if (parts !== undefined) {
+    // Input the hand-written code is not sure about is serialized whole (and falls back there).
+    serialize.parts = (v) => {
+      try {
+        return parts(v as never);
+      } catch (e) {
+        if (e instanceof NotFast) return null;
+        throw e;
+      }
+    };
+  }
+  return serialize;
 }
 
 /**
@@ -81,7 +96,7 @@ export function withFastCodecs(serviceName: string, def: grpc.ServiceDefinition)
     out[name] = {
       ...m,
       requestDeserialize: f.decode ? withFallbackDecode(f.decode, m.requestDeserialize) : m.requestDeserialize,
-      responseSerialize: f.encode ? withFallbackEncode(f.encode, m.responseSerialize) : m.responseSerialize,
+      responseSerialize: f.encode ? withFallbackEncode(f.encode, m.responseSerialize, f.parts) : m.responseSerialize,
     };
   }
   return out as grpc.ServiceDefinition;

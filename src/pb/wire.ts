@@ -328,6 +328,18 @@ export function allocEncoding(size: number): Buffer {
   return body;
 }
 
+/** A message's encoding as parts to write one after the other, `bytes` in all. */
+export interface EncodedParts {
+  parts: Buffer[];
+  bytes: number;
+}
+
+/**
+ * A response serializer that may also give a message as parts, written as they are rather than
+ * joined (src/pb/kv_wire.ts, rangeResponseParts): null means serialize it whole.
+ */
+export type PartsSerializer = ((value: unknown) => Buffer) & { parts?: (value: unknown) => EncodedParts | null };
+
 /** Shared zero-length buffer for absent bytes fields (nothing can be written into it). */
 export const EMPTY_BYTES = Buffer.alloc(0);
 

@@ -8,9 +8,9 @@ import { toPbKv } from '../../../src/apply/kv_convert';
 import { decodeKeyValue, decodeRecordHead, encodeKeyValue, encodeStoredKeyValue, storedRecord } from '../../../src/mvcc/kv_codec';
 import type { KeyValue } from '../../../src/mvcc/types';
 import { decodeMessage } from '../../../src/pb/internal';
-import { encodeRangeResponse, encodeTxnResponse, encodePutResponse, encodeDeleteRangeResponse, keyValueFromRecord, keyValueRecord } from '../../../src/pb/kv_wire';
+import { encodeRangeResponse, encodeTxnResponse, encodePutResponse, encodeDeleteRangeResponse, keyValueFromRecord, keyValueRecord, rangeResponseParts } from '../../../src/pb/kv_wire';
 import type * as pb from '../../../src/pb/types';
-import { responsePool } from '../../../src/runtime/buffer_pool';
+import { POOLED_BUFFER, responsePool } from '../../../src/runtime/buffer_pool';
 import { mulberry32 } from '../../helpers/random';
 import { FakeLeases, rangeReq } from '../apply/kv_helpers';
 import { b, closeStore, openStore, write } from '../mvcc/helpers';
@@ -460,6 +460,60 @@ describe('responses built from the store', () => {
     expect(encodeRangeResponse(small).equals(encodeRangeResponse(small))).toBe(true);
     expect(small.kvs[4]!.key.toString()).toBe('big004');
     expect(responsePool.returned).toBe(returned1);
+  });
+
+  it('a large range for the wire goes out as runs of its stored bytes, each piece handed back once written', () => {
+    const s = openStore();
+    opened.push(s);
+    const leases = new FakeLeases([5n]);
+    // ~600 KB over several pieces of 128 KiB, with two records in buffers of their own in between.
+    write(s, (t) => {
+      for (let i = 0; i < 500; i++) {
+        const value = Buffer.alloc(i === 200 || i === 201 ? 40_000 : 1000 + (i % 7), i);
+        applyPut(t, leases, { key: b(`p${String(i).padStart(3, '0')}`), value, lease: i % 3 === 0 ? '5' : '0', prevKv: false, ignoreValue: false, ignoreLease: false });
+      }
+    });
+    for (const req of [rangeReq('p', { rangeEnd: 'q' }), rangeReq('p', { rangeEnd: 'q', limit: '450', keysOnly: true }), rangeReq('p', { rangeEnd: 'q', minModRevision: '2' })]) {
+      const wire = applyRangeForWire(s.store, req);
+      const decoded = applyRange(s.store, req);
+      wire.header = HEADER;
+      decoded.header = HEADER;
+      const whole = encodeRangeResponse(decoded);
+      const before = responsePool.returned;
+      const encoded = rangeResponseParts(wire);
+      expect(encoded).not.toBeNull();
+      const { parts, bytes } = encoded!;
+      // Runs, not a part per key; the same bytes as the whole encoding.
+      expect(parts.length).toBeLessThan(20);
+      expect(bytes).toBe(whole.length);
+      expect(Buffer.concat(parts).equals(whole)).toBe(true);
+      // Nothing goes back before the parts are written; each piece rides on its last run.
+      expect(responsePool.returned).toBe(before);
+      const pooled = parts.map((p) => (p as Buffer & { [POOLED_BUFFER]?: Buffer })[POOLED_BUFFER]).filter((x) => x !== undefined);
+      // (A keys-only range's ~9 KB fit in the shared slab: no piece.)
+      expect(pooled.length).toBeGreaterThanOrEqual(req.keysOnly ? 0 : 3);
+      expect(new Set(pooled).size).toBe(pooled.length);
+      // A piece's runs are written in order: it goes back with its last one, none of it after.
+      for (const [i, part] of parts.entries()) {
+        const piece = (part as Buffer & { [POOLED_BUFFER]?: Buffer })[POOLED_BUFFER];
+        if (piece !== undefined) for (const later of parts.slice(i + 1)) expect(later.buffer).not.toBe(piece.buffer);
+      }
+      for (const piece of pooled) responsePool.giveBack(piece!);
+      // The keys in lent memory are dead from then on.
+      if (!req.keysOnly) expect(() => wire.kvs[400]!.key).toThrow('read after its memory went back');
+      expect(rangeResponseParts(wire)).toBeNull();
+    }
+    // Keys out of their order, or one of them changed, are encoded key by key.
+    const sorted = applyRangeForWire(s.store, rangeReq('p', { rangeEnd: 'q', sortTarget: 4, sortOrder: 2 }));
+    expect(rangeResponseParts(sorted)).toBeNull();
+    const changed = applyRangeForWire(s.store, rangeReq('p', { rangeEnd: 'q' }));
+    changed.kvs[3]!.value = b('changed');
+    expect(rangeResponseParts(changed)).toBeNull();
+    changed.header = HEADER;
+    const plainChanged = plain(applyRange(s.store, rangeReq('p', { rangeEnd: 'q' })));
+    plainChanged.kvs[3]!.value = b('changed');
+    plainChanged.header = HEADER;
+    expect(encodeRangeResponse(changed).equals(encodeRangeResponse(plainChanged))).toBe(true);
   });
 
   it('txn, put and delete responses with ranges and previous values encode exactly as from the fields', () => {
