@@ -18,27 +18,18 @@ import {
   varintSize,
   EMPTY_BYTES,
   allocEncoding,
+  bytesFieldSize,
+  int64FieldSize,
+  stringFieldSize,
+  writeBytesField,
+  writeInt64Field,
+  writeStringField,
   type EncodedParts,
 } from './wire';
 import assert from 'node:assert';
 import { POOLED_BUFFER, responsePool } from '../runtime/buffer_pool';
 
 // ---------------------------------------------------------------- encoding helpers
-
-/** Size of an int64/uint64 field that is omitted when zero. */
-function int64FieldSize(v: unknown, tagBytes = 1): number {
-  if (v === null || v === undefined) return 0;
-  const x = int64Wire(v);
-  return x === 0 ? 0 : tagBytes + int64Size(x);
-}
-
-function writeInt64Field(w: Writer, tag: number, v: unknown): void {
-  if (v === null || v === undefined) return;
-  const x = int64Wire(v);
-  if (x === 0) return;
-  w.tag(tag);
-  w.int64(x);
-}
 
 /** A oneof member: written whenever set, zero included. */
 function oneofInt64Size(v: unknown, tagBytes = 1): number {
@@ -67,32 +58,6 @@ function writeBoolField(w: Writer, tag: number, v: unknown): void {
   if (!v) return;
   w.tag(tag);
   w.byte(1);
-}
-
-function bytesFieldSize(v: unknown, tagBytes = 1): number {
-  const b = bytesWire(v);
-  return b === null ? 0 : tagBytes + varintSize(b.length) + b.length;
-}
-
-function writeBytesField(w: Writer, tag: number, v: unknown): void {
-  const b = v as Uint8Array | null | undefined;
-  if (b === null || b === undefined || b.length === 0) return;
-  w.tag(tag);
-  w.bytes(b);
-}
-
-function stringFieldSize(v: unknown): number {
-  if (v === null || v === undefined) return 0;
-  if (typeof v !== 'string') throw new NotFast('string type');
-  if (v.length === 0) return 0;
-  const n = Buffer.byteLength(v, 'utf8');
-  return 1 + varintSize(n) + n;
-}
-
-function writeStringField(w: Writer, tag: number, v: unknown): void {
-  if (v === null || v === undefined || (v as string).length === 0) return;
-  w.tag(tag);
-  w.string(v as string, Buffer.byteLength(v as string, 'utf8'));
 }
 
 /** A sub-message or array element must be an object (protobufjs throws otherwise). */

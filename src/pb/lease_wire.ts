@@ -5,7 +5,7 @@
 // unexpected throws NotFast and the caller falls back to protobufjs.
 import type * as pb from './types';
 import { responseHeaderSize, writeResponseHeader } from './kv_wire';
-import { NotFast, Reader, WIRE_VARINT, Writer, int64Size, int64Wire, varintSize } from './wire';
+import { NotFast, Reader, WIRE_VARINT, Writer, int64FieldSize, varintSize, writeInt64Field } from './wire';
 
 /** etcdserverpb.LeaseKeepAliveRequest: 1 ID (int64). */
 export function decodeLeaseKeepAliveRequest(buf: Buffer): pb.LeaseKeepAliveRequest {
@@ -25,19 +25,6 @@ export function decodeLeaseKeepAliveRequest(buf: Buffer): pb.LeaseKeepAliveReque
   return m;
 }
 
-function int64FieldSize(v: unknown): number {
-  if (v === null || v === undefined) return 0;
-  const x = int64Wire(v);
-  return x === 0 ? 0 : 1 + int64Size(x);
-}
-
-function writeInt64Field(w: Writer, tag: number, v: unknown): void {
-  if (v === null || v === undefined) return;
-  const x = int64Wire(v);
-  if (x === 0) return;
-  w.tag(tag);
-  w.int64(x);
-}
 
 /** etcdserverpb.LeaseKeepAliveResponse: 1 header, 2 ID (int64), 3 TTL (int64). */
 export function encodeLeaseKeepAliveResponse(resp: pb.LeaseKeepAliveResponse): Buffer {

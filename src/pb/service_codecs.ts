@@ -1,5 +1,5 @@
 // Server-side codecs of the hot RPCs: the KV and lease keepalive requests are decoded and the KV,
-// watch and keepalive responses encoded by hand (kv_wire.ts, lease_wire.ts) instead of
+// watch, keepalive and snapshot responses encoded by hand (kv_wire.ts, lease_wire.ts) instead of
 // protobufjs's fromObject+encode / decode+toObject.
 // Same objects in, same objects out; the bytes are the canonical proto3 encoding (zero scalars
 // omitted, as etcd's own encoder does). Whatever the hand-written code does not handle falls
@@ -18,6 +18,7 @@ import {
   encodeWatchResponse,
 } from './kv_wire';
 import { decodeLeaseKeepAliveRequest, encodeLeaseKeepAliveResponse } from './lease_wire';
+import { encodeSnapshotResponse } from './snapshot_wire';
 import { NotFast, type EncodedParts, type PartsSerializer } from './wire';
 
 type Decode = (buf: Buffer) => unknown;
@@ -42,6 +43,9 @@ const FAST: Record<string, Record<string, FastMethod>> = {
   },
   'etcdserverpb.Lease': {
     LeaseKeepAlive: { decode: decodeLeaseKeepAliveRequest, encode: encodeLeaseKeepAliveResponse },
+  },
+  'etcdserverpb.Maintenance': {
+    Snapshot: { encode: encodeSnapshotResponse },
   },
 };
 

@@ -328,6 +328,49 @@ export function allocEncoding(size: number): Buffer {
   return body;
 }
 
+// ---------------------------------------------------------------- fields of the encoders
+
+/** Size of an int64/uint64 field that is omitted when zero. */
+export function int64FieldSize(v: unknown, tagBytes = 1): number {
+  if (v === null || v === undefined) return 0;
+  const x = int64Wire(v);
+  return x === 0 ? 0 : tagBytes + int64Size(x);
+}
+
+export function writeInt64Field(w: Writer, tag: number, v: unknown): void {
+  if (v === null || v === undefined) return;
+  const x = int64Wire(v);
+  if (x === 0) return;
+  w.tag(tag);
+  w.int64(x);
+}
+
+export function bytesFieldSize(v: unknown, tagBytes = 1): number {
+  const b = bytesWire(v);
+  return b === null ? 0 : tagBytes + varintSize(b.length) + b.length;
+}
+
+export function writeBytesField(w: Writer, tag: number, v: unknown): void {
+  const b = v as Uint8Array | null | undefined;
+  if (b === null || b === undefined || b.length === 0) return;
+  w.tag(tag);
+  w.bytes(b);
+}
+
+export function stringFieldSize(v: unknown): number {
+  if (v === null || v === undefined) return 0;
+  if (typeof v !== 'string') throw new NotFast('string type');
+  if (v.length === 0) return 0;
+  const n = Buffer.byteLength(v, 'utf8');
+  return 1 + varintSize(n) + n;
+}
+
+export function writeStringField(w: Writer, tag: number, v: unknown): void {
+  if (v === null || v === undefined || (v as string).length === 0) return;
+  w.tag(tag);
+  w.string(v as string, Buffer.byteLength(v as string, 'utf8'));
+}
+
 /** A message's encoding as parts to write one after the other, `bytes` in all. */
 export interface EncodedParts {
   parts: Buffer[];
