@@ -25,8 +25,12 @@ const FLUSH_MARKER_BYTES = Buffer.from(FLUSH_MARKER_KEY);
 const FLUSH_MARKER_VALUE = Buffer.from([1]);
 /** lmdb-js TransactionFlags: ABORTABLE | SYNCHRONOUS_COMMIT | NO_SYNC_FLUSH. */
 const TXN_FLAGS_NO_FSYNC = 0x1 | 0x2 | 0x10000;
-/** etcd sends the snapshot in chunks of this size (snapshotSendBufferSize). */
-export const SNAPSHOT_CHUNK_BYTES = 32 * 1024;
+/**
+ * The snapshot goes in chunks of this size. etcd's are 32 KiB (snapshotSendBufferSize); a client
+ * takes any size its receive limit allows (4 MiB by default in grpc's clients). Each chunk is a
+ * file read, a message and its frame: at 32 KiB a 32 MB snapshot took ~0.5 s to stream here.
+ */
+export const SNAPSHOT_CHUNK_BYTES = 256 * 1024;
 const DEFAULT_MAP_SIZE_BYTES = 8 * 1024 * 1024 * 1024;
 /** Named sub-databases are few and fixed (meta, kv, lease, members, ...). */
 const MAX_SUB_DBS = 32;
@@ -1086,7 +1090,8 @@ async function* readSnapshotCopy(dir: string, copy: string): AsyncIterable<Buffe
     const fh = await fs.promises.open(copy, 'r');
     try {
       for (;;) {
-        const buf = Buffer.alloc(SNAPSHOT_CHUNK_BYTES);
+        // Not zeroed: the read fills what is sent (a chunk is cut at bytesRead).
+        const buf = Buffer.allocUnsafe(SNAPSHOT_CHUNK_BYTES);
         const { bytesRead } = await fh.read(buf, 0, SNAPSHOT_CHUNK_BYTES, null);
         if (bytesRead === 0) break;
         const chunk = bytesRead === buf.length ? buf : buf.subarray(0, bytesRead);
