@@ -345,6 +345,8 @@ class WireKeyValue implements pb.KeyValue {
 const WIRE_SLAB_BYTES = 64 * 1024;
 const WIRE_SLAB_MAX_RECORD_BYTES = WIRE_SLAB_BYTES / 4;
 let wireSlab = new ArrayBuffer(WIRE_SLAB_BYTES);
+/** The slab as bytes, to write a record's field tag and length into without a view each. */
+let wireSlabBytes = new Uint8Array(wireSlab);
 let wireSlabPos = 0;
 /** The source of the last copy and its ArrayBuffer: reading `.buffer` is a runtime call, and the reads of one range come from the same buffer. */
 let lastSource: Uint8Array | null = null;
@@ -358,21 +360,21 @@ function sourceView(record: Uint8Array, length: number): Uint8Array {
   return new Uint8Array(lastSourceBuffer as ArrayBufferLike, record.byteOffset, length);
 }
 
-/** `length` bytes in the shared slab (or a buffer of their own when large), to copy a record into. */
-function slabSpace(length: number): Uint8Array {
-  if (length > WIRE_SLAB_MAX_RECORD_BYTES) return new Uint8Array(length);
+/** Where `length` bytes (at most WIRE_SLAB_MAX_RECORD_BYTES) start in the shared slab, taken for a copy. */
+function slabPlace(length: number): number {
   if (wireSlabPos + length > WIRE_SLAB_BYTES) {
     wireSlab = new ArrayBuffer(WIRE_SLAB_BYTES);
+    wireSlabBytes = new Uint8Array(wireSlab);
     wireSlabPos = 0;
   }
-  const to = new Uint8Array(wireSlab, wireSlabPos, length);
+  const at = wireSlabPos;
   wireSlabPos += length;
-  return to;
+  return at;
 }
 
 /** A copy of record[0, length) in the shared slab (or its own buffer when large). */
 function copyToSlab(record: Uint8Array, length: number): Uint8Array {
-  const to = slabSpace(length);
+  const to = length > WIRE_SLAB_MAX_RECORD_BYTES ? new Uint8Array(length) : new Uint8Array(wireSlab, slabPlace(length), length);
   to.set(sourceView(record, length));
   return to;
 }
@@ -418,6 +420,7 @@ export class WireRecords {
   #lent: Buffer[] | null = null;
   /** The piece being filled: its memory (`.buffer` is a runtime call: read once per piece), where it starts in it, and its end. */
   #piece: ArrayBufferLike | null = null;
+  #pieceBytes: Uint8Array | null = null;
   #piecePos = 0;
   #pieceEnd = 0;
   /** The kvs are the framed records in `#runs` and the open run, in order (see framed). */
@@ -460,54 +463,63 @@ export class WireRecords {
     // The kvs field's tag and the record's length.
     const framedSize = 1 + varintSize(size) + size;
     this.#copiedBytes += framedSize;
-    let to: Uint8Array;
+    // Where the framed copy goes: its memory (as bytes, and its ArrayBuffer: `.buffer` is a runtime call) and offset.
+    let bytes: Uint8Array;
+    let memory: ArrayBufferLike;
+    let at: number;
     let lent = false;
-    if (this.#copiedBytes <= WIRE_SHARED_BYTES) {
-      to = slabSpace(framedSize);
-    } else if (framedSize > WIRE_LENT_MAX_RECORD_BYTES) {
-      to = new Uint8Array(framedSize);
+    const shared = this.#copiedBytes <= WIRE_SHARED_BYTES;
+    if (framedSize > (shared ? WIRE_SLAB_MAX_RECORD_BYTES : WIRE_LENT_MAX_RECORD_BYTES)) {
+      memory = new ArrayBuffer(framedSize);
+      bytes = new Uint8Array(memory);
+      at = 0;
+    } else if (shared) {
+      at = slabPlace(framedSize);
+      bytes = wireSlabBytes;
+      memory = wireSlab;
     } else {
-      lent = true;
       if (this.#piece === null || this.#piecePos + framedSize > this.#pieceEnd) this.#takePiece();
-      to = new Uint8Array(this.#piece as ArrayBufferLike, this.#piecePos, framedSize);
+      bytes = this.#pieceBytes as Uint8Array;
+      memory = this.#piece as ArrayBufferLike;
+      at = this.#piecePos;
       this.#piecePos += framedSize;
+      lent = true;
     }
-    let at = 0;
-    to[at++] = 0x12;
+    const start = at;
+    bytes[at++] = 0x12;
     for (let v = size; ; ) {
       if (v < 0x80) {
-        to[at++] = v;
+        bytes[at++] = v;
         break;
       }
-      to[at++] = (v & 0x7f) | 0x80;
+      bytes[at++] = (v & 0x7f) | 0x80;
       v = Math.floor(v / 128);
     }
     const from = sourceView(record, length);
     if (cutStart === length) {
-      to.set(from, at);
+      bytes.set(from, at);
     } else {
-      to.set(from.subarray(0, cutStart), at);
-      to.set(from.subarray(cutEnd), at + cutStart);
+      bytes.set(from.subarray(0, cutStart), at);
+      bytes.set(from.subarray(cutEnd), at + cutStart);
     }
-    const copy = to.subarray(at);
+    const copy = new Uint8Array(memory, at, size);
     this.kvs.push(new WireKeyValue(copy, this, lent));
-    this.#addRun(to);
+    this.#addRun(memory, start, at + size);
     return copy;
   }
 
-  /** Adds framed bytes to the runs: to the open run when they follow it in its memory. */
-  #addRun(framed: Uint8Array): void {
-    this.#framedBytes += framed.length;
+  /** Adds framed bytes [start, end) of memory to the runs: to the open run when they follow it. */
+  #addRun(memory: ArrayBufferLike, start: number, end: number): void {
+    this.#framedBytes += end - start;
     this.#framedCount++;
-    const memory = framed.buffer;
-    if (memory === this.#runMemory && framed.byteOffset === this.#runEnd) {
-      this.#runEnd += framed.length;
+    if (memory === this.#runMemory && start === this.#runEnd) {
+      this.#runEnd = end;
       return;
     }
     this.#closeRun();
     this.#runMemory = memory;
-    this.#runStart = framed.byteOffset;
-    this.#runEnd = framed.byteOffset + framed.length;
+    this.#runStart = start;
+    this.#runEnd = end;
   }
 
   #closeRun(): void {
@@ -552,6 +564,7 @@ export class WireRecords {
     if (this.#lent === null) this.#lent = [];
     this.#lent.push(piece);
     this.#piece = piece.buffer;
+    this.#pieceBytes = new Uint8Array(this.#piece);
     this.#piecePos = piece.byteOffset;
     this.#pieceEnd = piece.byteOffset + piece.length;
   }
@@ -576,6 +589,7 @@ export class WireRecords {
     if (this.#lent !== null) for (const b of this.#lent) responsePool.giveBack(b);
     this.#lent = null;
     this.#piece = null;
+    this.#pieceBytes = null;
   }
 
   /**
@@ -602,6 +616,7 @@ export class WireRecords {
     }
     this.#lent = null;
     this.#piece = null;
+    this.#pieceBytes = null;
     return out;
   }
 

@@ -46,7 +46,7 @@ export class SteppedSort {
     return this.from;
   }
 
-  /** Sorts on for at most `moves` element moves (at least one merge's worth of progress); true when done. */
+  /** Sorts on for at most `moves` element moves; true when done. */
   step(moves: number): boolean {
     assert(moves > 0, 'sort step without moves');
     const n = this.count;
@@ -81,7 +81,9 @@ export class SteppedSort {
       const hi = this.hi;
       const stopAt = Math.min(hi, k + budget);
       if (this.inOrder) {
-        to.set(from.subarray(k, stopAt), k);
+        // Short runs element by element: a view each would be an allocation per merge.
+        if (stopAt - k < 64) for (; k < stopAt; k++) to[k] = from[k];
+        else to.set(from.subarray(k, stopAt), k);
         k = stopAt;
       } else {
         while (k < stopAt) {

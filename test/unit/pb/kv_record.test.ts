@@ -466,10 +466,11 @@ describe('responses built from the store', () => {
     const s = openStore();
     opened.push(s);
     const leases = new FakeLeases([5n]);
-    // ~600 KB over several pieces of 128 KiB, with two records in buffers of their own in between.
+    // ~600 KB over several pieces of 128 KiB, with records in buffers of their own first (past the
+    // shared slab's largest) and in between (past a piece's).
     write(s, (t) => {
       for (let i = 0; i < 500; i++) {
-        const value = Buffer.alloc(i === 200 || i === 201 ? 40_000 : 1000 + (i % 7), i);
+        const value = Buffer.alloc(i === 0 ? 20_000 : i === 200 || i === 201 ? 40_000 : 1000 + (i % 7), i);
         applyPut(t, leases, { key: b(`p${String(i).padStart(3, '0')}`), value, lease: i % 3 === 0 ? '5' : '0', prevKv: false, ignoreValue: false, ignoreLease: false });
       }
     });
