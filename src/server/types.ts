@@ -48,7 +48,7 @@ export interface EtcdServerApi {
   /**
    * `forWire`: the response is only encoded, once (the KV service): its keys may then be kept as
    * their stored bytes, whose fields are accessors rather than own properties, and a large one's
-   * bytes go back to the buffer pool as it is encoded (applyRangeForWire, WireRecords).
+   * bytes go back to the buffer pool once encoded or written (applyRangeForWire, WireRecords).
    */
   range(req: pb.RangeRequest, ctx?: CallAuth, forWire?: boolean): Promise<pb.RangeResponse>;
   put(req: pb.PutRequest, ctx?: CallAuth): Promise<pb.PutResponse>;

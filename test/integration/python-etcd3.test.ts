@@ -1,6 +1,10 @@
 // python-etcd3 (Debian's python3-etcd3 0.12 under /usr/bin/python3) against the server under test.
 // Each test runs a script that prints one JSON document on its last line.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { etcdctl } from '../helpers/etcdctl';
 import { EtcdMember, startEtcd } from '../helpers/etcd-process';
 import { python3EtcdJson } from '../helpers/python';
 
@@ -228,5 +232,28 @@ out['ok'] = s(c.get('e/k')[0])
     expect(r['err']).toEqual(['OUT_OF_RANGE', 'etcdserver: mvcc: required revision has been compacted']);
     expect(r['future']).toEqual(['OUT_OF_RANGE', 'etcdserver: mvcc: required revision is a future revision']);
     expect(r['ok']).toBe('b');
+  });
+
+  it("saves a snapshot that etcdctl reads: several chunks, each under the client's receive limit", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'py-snap-'));
+    try {
+      const file = path.join(dir, 'snap.db');
+      const r = await py<{ size: number }>(`
+for i in range(400):
+    c.put('snap/%03d' % i, 'v%03d' % i * 500)
+with open(${JSON.stringify(file)}, 'wb') as f:
+    c.snapshot(f)
+out['size'] = os.path.getsize(${JSON.stringify(file)})
+`);
+      // ~0.8 MB of values: several chunks of 256 KiB.
+      expect(r.size).toBeGreaterThan(3 * 256 * 1024);
+      const st = await etcdctl(['snapshot', 'status', file, '-w', 'json'], { endpoint: m.clientHostPort });
+      expect(st.code, st.stderr).toBe(0);
+      const status = JSON.parse(st.stdout) as { totalKey: number; revision: number };
+      expect(status.totalKey).toBeGreaterThanOrEqual(400);
+      expect(status.revision).toBeGreaterThanOrEqual(400);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
