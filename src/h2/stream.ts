@@ -164,8 +164,8 @@ export class H2Stream extends EventEmitter {
 
   /**
    * A whole unary answer at once: headers, one DATA payload (or its parts in order), then
-   * `trailers` as soon as the payload is out (what respond(waitForTrailers) + end(body) + sendTrailers on 'wantTrailers' do,
-   * without the listener).
+   * `trailers` as soon as the payload is out (what respond(waitForTrailers) + end(body) +
+   * sendTrailers on 'wantTrailers' do, without the listener).
    */
   respondWithTrailers(headers: Readonly<Record<string, OutgoingValue>>, body: Buffer | readonly Buffer[], trailers: Readonly<Record<string, OutgoingValue>>): void {
     if (this.closed) return;

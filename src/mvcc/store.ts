@@ -194,7 +194,7 @@ export class MvccStore {
     this.hashStep = opts.hashStep ?? HASH_STEP;
     this.rangeStep = opts.rangeStep ?? RANGE_STEP;
     this.rangeTurnMs = opts.rangeTurnMs ?? RANGE_TURN_MS;
-    assert(this.rebuildChunkRecords >= 1 && this.hashStep >= 1 && this.rangeStep >= 1);
+    assert(this.rebuildChunkRecords >= 1 && this.hashStep >= 1 && this.rangeStep >= 1 && this.rangeTurnMs >= 0);
     this.kv = backend.subDb(KEY_DB);
     this.restoredLeases = null;
     this.restore();
