@@ -288,6 +288,8 @@ const fields = {
   version: 0,
   lease: 0n,
   canonical: true,
+  /** Set by readRecordFields only. */
+  valueFieldStart: -1,
 };
 
 /** Reads the fields of the record in buf[0, len) into `fields`. */
@@ -395,36 +397,17 @@ export interface RecordFields {
   readonly valueFieldStart: number;
 }
 
-const recordFields = {
-  keyStart: -1,
-  keyBytes: 0,
-  valueStart: -1,
-  valueBytes: 0,
-  createRevision: 0,
-  modRevision: 0,
-  version: 0,
-  valueFieldStart: -1,
-};
-
 /**
- * The fields of the record in data[0, len), into one object that the next call overwrites;
- * data may be a view of LMDB's read buffer. A range reads its revisions for filters and sorts,
+ * The fields of the record in data[0, len), in the object every read of a record overwrites
+ * (decodeKeyValue's too); data may be a view of LMDB's read buffer. A range reads its revisions for filters and sorts,
  * and a keys-only one cuts the value's field out of the record.
  */
 export function readRecordFields(data: Uint8Array, len: number): RecordFields {
   readFields(data, len);
   const f = fields;
-  const r = recordFields;
-  r.keyStart = f.keyStart;
-  r.keyBytes = f.keyBytes;
-  r.valueStart = f.valueStart;
-  r.valueBytes = f.valueBytes;
-  r.createRevision = f.createRevision;
-  r.modRevision = f.modRevision;
-  r.version = f.version;
   // In that layout the value's field is once in the record: its tag byte and shortest length in front.
-  r.valueFieldStart = f.valueStart >= 0 && f.canonical && varintsShortest ? f.valueStart - 1 - numVarintLen(f.valueBytes) : -1;
-  return r;
+  f.valueFieldStart = f.valueStart >= 0 && f.canonical && varintsShortest ? f.valueStart - 1 - numVarintLen(f.valueBytes) : -1;
+  return f;
 }
 
 /** A stored record's fields but its value, with the key as a latin1 string (see decodeRecordHead). */

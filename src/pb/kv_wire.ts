@@ -143,6 +143,16 @@ export function writeResponseHeader(w: Writer, h: Obj): void {
   headerEncodings.write(w, h);
 }
 
+/** Size of a response's header field (1), absent when null; throws NotFast for a header that is not an object. */
+export function headerFieldSize(h: unknown): number {
+  return subSize(h, responseHeaderSize);
+}
+
+/** Writes a response's header field (1), unless it is absent. */
+export function writeHeaderField(w: Writer, h: unknown): void {
+  writeSub(w, 0x0a, h, responseHeaderSize, writeResponseHeader);
+}
+
 /**
  * An mvccpb.KeyValue whose encoding is known: the record the store keeps it as. The encoders
  * below copy `record` instead of encoding the fields, as long as every field still holds what

@@ -4,8 +4,8 @@
 // bytes as the KV encoders write (zero scalars omitted, as etcd's encoder does). Anything
 // unexpected throws NotFast and the caller falls back to protobufjs.
 import type * as pb from './types';
-import { responseHeaderSize, writeResponseHeader } from './kv_wire';
-import { NotFast, Reader, WIRE_VARINT, Writer, int64FieldSize, varintSize, writeInt64Field } from './wire';
+import { headerFieldSize, writeHeaderField } from './kv_wire';
+import { NotFast, Reader, WIRE_VARINT, Writer, int64FieldSize, writeInt64Field } from './wire';
 
 /** etcdserverpb.LeaseKeepAliveRequest: 1 ID (int64). */
 export function decodeLeaseKeepAliveRequest(buf: Buffer): pb.LeaseKeepAliveRequest {
@@ -30,16 +30,9 @@ export function decodeLeaseKeepAliveRequest(buf: Buffer): pb.LeaseKeepAliveReque
 export function encodeLeaseKeepAliveResponse(resp: pb.LeaseKeepAliveResponse): Buffer {
   const o = resp as unknown as Record<string, unknown>;
   if (o === null || typeof o !== 'object') throw new NotFast('message type');
-  const h = o.header as Record<string, unknown> | null | undefined;
-  if (h !== null && h !== undefined && typeof h !== 'object') throw new NotFast('header type');
-  const headerBytes = h ? responseHeaderSize(h) : -1;
-  const size = (headerBytes >= 0 ? 1 + varintSize(headerBytes) + headerBytes : 0) + int64FieldSize(o.ID) + int64FieldSize(o.TTL);
+  const size = headerFieldSize(o.header) + int64FieldSize(o.ID) + int64FieldSize(o.TTL);
   const w = new Writer(Buffer.allocUnsafe(size));
-  if (h) {
-    w.tag(0x0a);
-    w.varint(headerBytes);
-    writeResponseHeader(w, h);
-  }
+  writeHeaderField(w, o.header);
   writeInt64Field(w, 0x10, o.ID);
   writeInt64Field(w, 0x18, o.TTL);
   return w.done();
