@@ -9,7 +9,7 @@ import { decodeKeyValue, decodeRecordHead, encodeKeyValue, encodeStoredKeyValue 
 import { bytesToRev, isTombstoneKey, revToBytes, REV_BYTES } from './revision';
 import { nextTurn } from '../runtime/next_turn';
 import { RevisionTable } from './revision_table';
-import { TreeIndex, type IndexHit, type RangeEnd } from './tree_index';
+import { HitRevisions, TreeIndex, type RangeEnd } from './tree_index';
 import { EventType, type KeyValue, type MvccEvent } from './types';
 
 export interface RangeOptions {
@@ -300,18 +300,18 @@ export class MvccStore {
     // A leader's snapshot replacing the store answers "request timed out" (clients retry it).
     const turn = (): Promise<void> => this.nextReadTurn(index, atRev, () => etcdError('Timeout'));
     // The index's walk, then the records, each a step per turn.
-    const into = { hits: [] as IndexHit[], total: 0 };
+    const into = new HitRevisions();
     const from = key.toString('latin1');
     const to = toRangeEnd(end);
     let after: string | null = null;
     while ((after = index.rangeLimitedSome(from, to, atRev, wantedHits(opts), after, this.rangeStep * RANGE_KEYS_PER_RECORD, into)) !== null) await turn();
-    const { hits, total: count } = into;
+    const { mains, subs, total: count } = into;
     if (opts.countOnly) return { count, rev: curRev };
     let get = this.kv.getBinaryFast;
     const readKey = this.readKey;
     let turnStartMs = performance.now();
     let sinceTurn = 0;
-    for (let i = 0; i < hits.length; i++) {
+    for (let i = 0; i < mains.length; i++) {
       // A turn ends after rangeStep records, or sooner when they are slow to read (pages of
       // the map not yet resident, fresh memory for the copies: 8192 records took 100-230 ms).
       if (sinceTurn === this.rangeStep || (sinceTurn % RANGE_CLOCK_RECORDS === RANGE_CLOCK_RECORDS - 1 && performance.now() - turnStartMs > this.rangeTurnMs)) {
@@ -322,9 +322,8 @@ export class MvccStore {
         get = this.kv.getBinaryFast;
       }
       sinceTurn++;
-      const h = hits[i];
-      const raw = get(revToBytes(h.modMain, h.modSub, false, readKey));
-      if (!raw) assert.fail(`index points at missing record ${h.modMain}.${h.modSub}`);
+      const raw = get(revToBytes(mains[i], subs[i], false, readKey));
+      if (!raw) assert.fail(`index points at missing record ${mains[i]}.${subs[i]}`);
       each(raw, raw.length);
     }
     return { count, rev: curRev };
