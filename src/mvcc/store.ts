@@ -271,17 +271,32 @@ export class MvccStore {
   rangeRecords(key: Buffer, end: Buffer | null, opts: RangeOptions, each: (record: Uint8Array, length: number) => void): { count: number; rev: number } {
     assert(!opts.keysOnly, 'rangeRecords reads whole records');
     const curRev = this.currentRev;
-    const { hits, total: count } = this.hitsAt(key, end, curRev, opts);
-    if (opts.countOnly) return { count, rev: curRev };
+    const hits = new HitRevisions();
+    this.index.rangeLimitedSome(key.toString('latin1'), toRangeEnd(end), this.rangeRev(curRev, opts), wantedHits(opts), null, 0, hits);
+    if (!opts.countOnly) this.readRecordsOf(hits, 0, Infinity, Infinity, each);
+    return { count: hits.total, rev: curRev };
+  }
+
+  /**
+   * Hands `each` the records of `hits` from position `from` on: up to `max` of them, fewer once
+   * performance.now() passes `untilMs` (looked at every RANGE_CLOCK_RECORDS). Returns the
+   * position after the last one read.
+   */
+  private readRecordsOf(hits: HitRevisions, from: number, max: number, untilMs: number, each: (record: Uint8Array, length: number) => void): number {
+    const { mains, subs } = hits;
+    // Read here, not kept across turns: the handle's methods are bound to the environment, which a remap may replace.
     const get = this.kv.getBinaryFast;
     const readKey = this.readKey;
-    for (let i = 0; i < hits.length; i++) {
-      const h = hits[i];
-      const raw = get(revToBytes(h.modMain, h.modSub, false, readKey));
-      if (!raw) assert.fail(`index points at missing record ${h.modMain}.${h.modSub}`);
+    const to = Math.min(mains.length, from + max);
+    let i = from;
+    while (i < to) {
+      const raw = get(revToBytes(mains[i], subs[i], false, readKey));
+      if (!raw) assert.fail(`index points at missing record ${mains[i]}.${subs[i]}`);
       each(raw, raw.length);
+      i++;
+      if ((i - from) % RANGE_CLOCK_RECORDS === 0 && performance.now() > untilMs) break;
     }
-    return { count, rev: curRev };
+    return i;
   }
 
   /**
@@ -305,26 +320,13 @@ export class MvccStore {
     const to = toRangeEnd(end);
     let after: string | null = null;
     while ((after = index.rangeLimitedSome(from, to, atRev, wantedHits(opts), after, this.rangeStep * RANGE_KEYS_PER_RECORD, into)) !== null) await turn();
-    const { mains, subs, total: count } = into;
+    const count = into.total;
     if (opts.countOnly) return { count, rev: curRev };
-    let get = this.kv.getBinaryFast;
-    const readKey = this.readKey;
-    let turnStartMs = performance.now();
-    let sinceTurn = 0;
-    for (let i = 0; i < mains.length; i++) {
-      // A turn ends after rangeStep records, or sooner when they are slow to read (pages of
-      // the map not yet resident, fresh memory for the copies: 8192 records took 100-230 ms).
-      if (sinceTurn === this.rangeStep || (sinceTurn % RANGE_CLOCK_RECORDS === RANGE_CLOCK_RECORDS - 1 && performance.now() - turnStartMs > this.rangeTurnMs)) {
-        await turn();
-        turnStartMs = performance.now();
-        sinceTurn = 0;
-        // The handle's methods are bound to the environment, which a remap may have replaced.
-        get = this.kv.getBinaryFast;
-      }
-      sinceTurn++;
-      const raw = get(revToBytes(mains[i], subs[i], false, readKey));
-      if (!raw) assert.fail(`index points at missing record ${mains[i]}.${subs[i]}`);
-      each(raw, raw.length);
+    // A turn ends after rangeStep records, or sooner when they are slow to read (pages of the map
+    // not yet resident, fresh memory for the copies: 8192 records took 100-230 ms).
+    for (let i = 0; i < into.length; ) {
+      if (i > 0) await turn();
+      i = this.readRecordsOf(into, i, this.rangeStep, performance.now() + this.rangeTurnMs, each);
     }
     return { count, rev: curRev };
   }

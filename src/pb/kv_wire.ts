@@ -19,6 +19,7 @@ import {
   EMPTY_BYTES,
   allocEncoding,
   bytesFieldSize,
+  putVarint,
   int64FieldSize,
   stringFieldSize,
   writeBytesField,
@@ -497,14 +498,7 @@ export class WireRecords {
     }
     const start = at;
     bytes[at++] = 0x12;
-    for (let v = size; ; ) {
-      if (v < 0x80) {
-        bytes[at++] = v;
-        break;
-      }
-      bytes[at++] = (v & 0x7f) | 0x80;
-      v = Math.floor(v / 128);
-    }
+    at = putVarint(bytes, at, size);
     const from = sourceView(record, length);
     if (cutStart === length) {
       bytes.set(from, at);

@@ -200,6 +200,20 @@ export function delimitedSize(tagBytes: number, len: number): number {
   return tagBytes + varintSize(len) + len;
 }
 
+/** Writes the varint of n (below 2^53) into buf at pos; returns the position after it. */
+export function putVarint(buf: Uint8Array, pos: number, n: number): number {
+  while (n >= 0x80000000) {
+    buf[pos++] = (n % 128) | 0x80;
+    n = Math.floor(n / 128);
+  }
+  while (n >= 0x80) {
+    buf[pos++] = (n & 0x7f) | 0x80;
+    n >>>= 7;
+  }
+  buf[pos++] = n;
+  return pos;
+}
+
 /** Writes into a buffer sized beforehand; `pos` is the next byte. */
 export class Writer {
   pos = 0;
@@ -219,18 +233,7 @@ export class Writer {
   }
 
   varint(n: number): void {
-    const buf = this.buf;
-    let pos = this.pos;
-    while (n >= 0x80000000) {
-      buf[pos++] = (n % 128) | 0x80;
-      n = Math.floor(n / 128);
-    }
-    while (n >= 0x80) {
-      buf[pos++] = (n & 0x7f) | 0x80;
-      n >>>= 7;
-    }
-    buf[pos++] = n;
-    this.pos = pos;
+    this.pos = putVarint(this.buf, this.pos, n);
   }
 
   long64(x: Long64): void {

@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Alarms } from '../alarm/alarms';
 import { Applier } from '../apply/applier';
-import { applyRangeForWire } from '../apply/kv';
+import { applyRangeForWireInSteps } from '../apply/kv';
 import { Backend } from '../backend/backend';
 import { Lessor } from '../lease/lessor';
 import type { Logger } from '../log';
@@ -187,7 +187,8 @@ async function writeOnScratch(backend: Backend, opts: WarmUpOptions): Promise<nu
     encodePutResponse(putResp);
 
     const range = decodeRangeRequest(encodeRangeRequest({ key: warmKey(t % keys) }));
-    const rangeResp = applyRangeForWire(mvcc, range);
+    // The KV service's own path (a one-key range takes no step).
+    const rangeResp = await applyRangeForWireInSteps(mvcc, range);
     if (rangeResp.kvs.length !== 1) assert.fail(`warm-up read ${rangeResp.kvs.length} keys of one`);
     rangeResp.header = header();
     encodeRangeResponse(rangeResp);
