@@ -67,10 +67,8 @@ function sortOf(req: pb.RangeRequest): ((a: KeyValue, b: KeyValue) => number) | 
 }
 
 export function applyRange(reader: RangeReader, req: pb.RangeRequest): pb.RangeResponse {
-  return decodedRange(reader, req, revisionBounds(req), sortOf(req));
-}
-
-function decodedRange(reader: RangeReader, req: pb.RangeRequest, bounds: RevisionBounds | null, sort: ((a: KeyValue, b: KeyValue) => number) | null): pb.RangeResponse {
+  const bounds = revisionBounds(req);
+  const sort = sortOf(req);
   const limit = int64ToNumber(req.limit);
   const sortTarget = req.sortTarget ?? SortTarget.KEY;
 
@@ -88,13 +86,7 @@ function decodedRange(reader: RangeReader, req: pb.RangeRequest, bounds: Revisio
   });
 
   let kvs = rr.kvs;
-  if (bounds !== null) {
-    const { minMod, maxMod, minCreate, maxCreate } = bounds;
-    if (maxMod !== 0) kvs = kvs.filter((kv) => !(kv.modRevision > maxMod));
-    if (minMod !== 0) kvs = kvs.filter((kv) => !(kv.modRevision < minMod));
-    if (maxCreate !== 0) kvs = kvs.filter((kv) => !(kv.createRevision > maxCreate));
-    if (minCreate !== 0) kvs = kvs.filter((kv) => !(kv.createRevision < minCreate));
-  }
+  if (bounds !== null) kvs = kvs.filter((kv) => withinBounds(bounds, kv));
   if (sort !== null) kvs = kvs.slice().sort(sort);
 
   let more = false;
@@ -239,7 +231,8 @@ class WireRange {
   }
 }
 
-function withinBounds(b: RevisionBounds, f: RecordFields): boolean {
+/** Whether a key's revisions pass a request's filters (a decoded key's or a stored record's). */
+function withinBounds(b: RevisionBounds, f: Pick<RecordFields, 'modRevision' | 'createRevision'>): boolean {
   if (b.maxMod !== 0 && f.modRevision > b.maxMod) return false;
   if (b.minMod !== 0 && f.modRevision < b.minMod) return false;
   if (b.maxCreate !== 0 && f.createRevision > b.maxCreate) return false;

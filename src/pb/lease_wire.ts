@@ -25,7 +25,6 @@ export function decodeLeaseKeepAliveRequest(buf: Buffer): pb.LeaseKeepAliveReque
   return m;
 }
 
-
 /** etcdserverpb.LeaseKeepAliveResponse: 1 header, 2 ID (int64), 3 TTL (int64). */
 export function encodeLeaseKeepAliveResponse(resp: pb.LeaseKeepAliveResponse): Buffer {
   const o = resp as unknown as Record<string, unknown>;

@@ -36,10 +36,6 @@ export class SteppedSort {
     this.finished = count < 2;
   }
 
-  get done(): boolean {
-    return this.finished;
-  }
-
   /** The positions in sorted order (only once done). */
   get order(): Uint32Array {
     assert(this.finished, 'sort order read before the sort is done');

@@ -135,7 +135,6 @@ function removeStaleScratch(tmpDir: string, log: Logger): void {
   }
 }
 
-
 /**
  * Transactions of puts, single puts and one-key reads, as clients send them, one transaction per
  * turn of the event loop; returns the puts applied (events seen), or null once `signal` aborts.
