@@ -8,9 +8,13 @@
 #   * Every import (clientv3, pkg/report, cobra, pb.v1, x/time/rate, ...) resolves from /usr/share/gocode
 #     in GOPATH mode: GO111MODULE=off GOPATH=$WORK/gopath:/usr/share/gocode GOPROXY=off.
 #
+#   * It also builds scripts/bench/null_put_server (ours: a gRPC KV server that only appends each put to a
+#     file and fdatasyncs it) into $BENCH_WORK/null-put-server, against the same packages; run.ts
+#     measures it beside put-1c to show how near the disk's floor a server can come at all.
+#
 # Usage:  scripts/bench/build-benchmark.sh      (idempotent; FORCE=1 rebuilds)
 # Env:    BENCH_WORK=${TMPDIR:-/tmp}/etcd-bench-build   FORCE=1   SKIP_APT=1 (never call apt-get)
-# Output: the path of the binary on stdout ($BENCH_WORK/benchmark)
+# Output: the path of the benchmark binary on stdout ($BENCH_WORK/benchmark)
 set -euo pipefail
 
 WORK=${BENCH_WORK:-${TMPDIR:-/tmp}/etcd-bench-build}
@@ -19,11 +23,26 @@ GOCODE=/usr/share/gocode
 GP="$WORK/gopath"
 PKG="$GP/src/go.etcd.io/etcd"
 BIN="$WORK/benchmark"
+NULL_BIN="$WORK/null-put-server"
 
 repo_root="$(cd -P "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 case "$WORK/" in "$repo_root"/*) echo "build-benchmark: BENCH_WORK must be outside the repository" >&2; exit 1 ;; esac
+NULL_SRC="$repo_root/scripts/bench/null_put_server/main.go"
+
+# Built in a GOPATH of its own (the benchmark's is recreated below), whenever its source is newer.
+build_null_server() {
+  if [[ -x "$NULL_BIN" && "$NULL_BIN" -nt "$NULL_SRC" && "${FORCE:-0}" != 1 ]]; then return 0; fi
+  local gp="$WORK/null-gopath"
+  rm -rf "$gp" && mkdir -p "$gp/src/nullputserver"
+  cp "$NULL_SRC" "$gp/src/nullputserver/main.go"
+  (cd "$gp/src/nullputserver" && env GO111MODULE=off GOPATH="$gp:$GOCODE" GOPROXY=off GOFLAGS= \
+      GOCACHE="$WORK/gocache" CGO_ENABLED=0 go build -o "$NULL_BIN.tmp" .) >&2
+  mv "$NULL_BIN.tmp" "$NULL_BIN"
+  echo "build-benchmark: built $NULL_BIN" >&2
+}
 
 if [[ -x "$BIN" && "${FORCE:-0}" != 1 ]]; then
+  build_null_server
   echo "$BIN"
   exit 0
 fi
@@ -62,4 +81,5 @@ env GO111MODULE=off GOPATH="$GP:$GOCODE" GOPROXY=off GOFLAGS= \
     go build -o "$BIN.tmp" . >&2
 mv "$BIN.tmp" "$BIN"
 echo "build-benchmark: built $BIN" >&2
+build_null_server
 echo "$BIN"

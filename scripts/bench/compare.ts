@@ -11,6 +11,8 @@ interface Results {
   cases: CaseResult[];
   /** Absent in results written before the harness measured the floor. */
   fsyncFloors?: (FsyncFloor | null)[];
+  /** Absent in results written before the harness ran the null server with put-1c. */
+  nullPut1cP50Ms?: (number | null)[];
 }
 
 /** README's wording for the battery's case names. */
@@ -75,7 +77,7 @@ function main(): void {
     const r = row(c, before?.cases.find((b) => b.name === c.name));
     if (r !== null) console.log(r);
   }
-  const floor = fsyncFloorLines(now.cases, now.fsyncFloors ?? []);
+  const floor = fsyncFloorLines(now.cases, now.fsyncFloors ?? [], now.nullPut1cP50Ms ?? []);
   if (floor.length > 0) console.log(['', ...floor].join('\n\n'));
 }
 

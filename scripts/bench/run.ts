@@ -14,6 +14,7 @@ import { withTimeout } from './latency';
 import { parseToolOutput } from './parse';
 import { readProcs } from './procstat';
 import { measureFsyncFloor, type FsyncFloor } from './fsync_floor';
+import { startNullServer, type NullServer } from './null_server';
 import { seedKeys } from './seed';
 import { startCluster, type Cluster, type Launcher } from './servers';
 import { fsyncFloorLines, renderCaseTable, renderSummaryTable, fmt, type CaseResult, type Sample, type SystemName } from './table';
@@ -44,6 +45,8 @@ interface Options {
   largeListPages?: number;
   /** Unmeasured runs of the same tool command on the same server before the measured one. */
   warmups: number;
+  /** scripts/bench/null_put_server's binary, run with put-1c when it exists. */
+  nullServer: string;
 }
 
 const CUSTOM_RUNNERS: Record<CustomCaseName, CustomRunner> = {
@@ -71,6 +74,8 @@ const USAGE = `usage: scripts/bench/bench.sh [options]
   --no-ours-3m          do not try 3-member clusters of ours (shown as n/a)
   --etcd=PATH           the real etcd (default /usr/bin/etcd)
   --benchmark=PATH      etcd's benchmark tool (default $BENCH_WORK/benchmark)
+  --null-server=PATH    the server that only appends and fdatasyncs each put, run with put-1c
+                        (default $BENCH_WORK/null-put-server, built by build-benchmark.sh; skipped if absent)
   --out=DIR             where tables, raw tool output and JSON go (default $BENCH_WORK/results/<time>)
   --list                print the cases and exit`;
 
@@ -91,6 +96,7 @@ function parseArgs(argv: string[]): Options {
     workDir: path.join(work, 'data'),
     list: false,
     warmups: 0,
+    nullServer: path.join(work, 'null-put-server'),
   };
   let repeatsGiven = false;
   for (const a of argv) {
@@ -112,6 +118,7 @@ function parseArgs(argv: string[]): Options {
       case '--no-ours-3m': o.ours3m = 'no'; break;
       case '--etcd': o.etcdBin = v; break;
       case '--benchmark': o.benchmark = v; break;
+      case '--null-server': o.nullServer = path.resolve(v); break;
       case '--out': o.outDir = path.resolve(v); break;
       case '--list': o.list = true; break;
       case '--large-keys': o.largeKeys = Number(v); break;
@@ -283,6 +290,30 @@ async function runOnce(c: BenchCase, system: SystemName, o: Options, rawFile: st
   }
 }
 
+/** put-1c's tool command, warm-ups included, against scripts/bench/null_put_server. */
+async function runNullServer(c: BenchCase, o: Options, rawFile: string): Promise<Sample> {
+  let server: NullServer;
+  try {
+    server = await startNullServer(o.nullServer, o.workDir);
+  } catch (e) {
+    return failed((e as Error).message);
+  }
+  try {
+    const args = [`--endpoints=${server.endpoint}`, '--precise', ...c.toolArgs];
+    for (let i = 0; i < o.warmups; i++) {
+      const w = await runTool(o.benchmark, args, c.timeoutSec);
+      if (w.timedOut || w.exitCode !== 0) return failed(`warm-up run ${i + 1} failed (${w.timedOut ? 'timeout' : `exit ${w.exitCode}`})`, w.wallSec);
+    }
+    const run = await runTool(o.benchmark, args, c.timeoutSec);
+    fs.writeFileSync(rawFile, `# ${o.benchmark} ${args.join(' ')}\n${run.output}`);
+    const s = run.timedOut || run.exitCode !== 0 ? null : parseToolOutput(run.output, c.section);
+    if (!s) return failed(run.timedOut ? `timeout: no result within ${c.timeoutSec} s` : `tool exit ${run.exitCode}`, run.wallSec);
+    return { ok: true, qps: s.qps, p50Ms: s.p50Ms, p99Ms: s.p99Ms, errors: s.errors, requests: s.requests, peakRssMiB: 0, cpuSec: 0, wallSec: run.wallSec };
+  } finally {
+    await server.stop();
+  }
+}
+
 function machineDescription(etcdBin: string): string {
   const cpus = os.cpus();
   let etcdVersion = '';
@@ -322,6 +353,8 @@ async function main(): Promise<number> {
   let ours3mBroken: string | undefined = o.ours3m === 'no' ? 'n/a (not run)' : undefined;
   /** The disk's fdatasync floor, one measurement per repeat (null where it failed). */
   const fsyncFloors: (FsyncFloor | null)[] = [];
+  /** The null server's put-1c p50 per repeat (null where it was not run or failed). */
+  const nullPut1cP50Ms: (number | null)[] = [];
 
   /** Rewritten after every run, so an interrupted battery still leaves its tables. */
   const writeResults = (): string => {
@@ -341,11 +374,11 @@ async function main(): Promise<number> {
       '',
       renderSummaryTable(all),
       '',
-      ...fsyncFloorLines(all, fsyncFloors).flatMap((line) => [line, '']),
+      ...fsyncFloorLines(all, fsyncFloors, nullPut1cP50Ms).flatMap((line) => [line, '']),
       ...all.map((c) => `${renderCaseTable(c)}\n`),
     ].join('\n');
     fs.writeFileSync(path.join(o.outDir, 'results.md'), md);
-    fs.writeFileSync(path.join(o.outDir, 'results.json'), JSON.stringify({ command, machine, quick: o.quick, repeats: o.repeats, warmups: o.warmups, fsyncFloors, cases: all }, null, 2));
+    fs.writeFileSync(path.join(o.outDir, 'results.json'), JSON.stringify({ command, machine, quick: o.quick, repeats: o.repeats, warmups: o.warmups, fsyncFloors, nullPut1cP50Ms, cases: all }, null, 2));
     return md;
   };
 
@@ -359,6 +392,7 @@ async function main(): Promise<number> {
       fsyncFloors.push(null);
       process.stderr.write(`[${r + 1}/${o.repeats}] fdatasync floor: FAILED: ${(e as Error).message}\n`);
     }
+    nullPut1cP50Ms.push(null);
     for (const [ci, c] of cases.entries()) {
       const res = results.get(c.name);
       assert(res);
@@ -386,6 +420,13 @@ async function main(): Promise<number> {
           ? `${fmt(sample.qps)} ${res.unit}/s, p50 ${fmt(sample.p50Ms)} ms, p99 ${fmt(sample.p99Ms)} ms, peak RSS ${fmt(sample.peakRssMiB)} MiB, CPU ${fmt(sample.cpuSec)} s`
           : `FAILED: ${sample.error}`;
         process.stderr.write(`[${r + 1}/${o.repeats}] ${c.name} ${system}: ${line}\n`);
+        writeResults();
+      }
+      if (c.name === 'put-1c' && fs.existsSync(o.nullServer)) {
+        const raw = path.join(o.outDir, `${c.name}.null.r${r + 1}.txt`);
+        const s = await runNullServer(c, o, raw);
+        nullPut1cP50Ms[r] = s.ok ? s.p50Ms : null;
+        process.stderr.write(`[${r + 1}/${o.repeats}] ${c.name} null server: ${s.ok ? `${fmt(s.qps)} ${res.unit}/s, p50 ${fmt(s.p50Ms)} ms` : `FAILED: ${s.error}`}\n`);
         writeResults();
       }
     }

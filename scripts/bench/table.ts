@@ -221,8 +221,15 @@ export const PUT_1C_FLOOR_TARGET = 2;
  * Lines under the tables: the fdatasync floor of each repeat, and one client's put p50 (case
  * put-1c) over the floor measured in the same repeat, per system (median and range). Sample i of
  * a case is repeat i: the battery pushes one sample per repeat and system, failed ones included.
+ * `nullServerP50Ms[i]` is repeat i's put-1c p50 of scripts/bench/null_put_server (null where it
+ * was not run or failed): a server doing nothing but the append and its fdatasync, the nearest
+ * any server gets to the floor with the same client.
  */
-export function fsyncFloorLines(cases: readonly CaseResult[], floors: readonly (FsyncFloor | null)[]): string[] {
+export function fsyncFloorLines(
+  cases: readonly CaseResult[],
+  floors: readonly (FsyncFloor | null)[],
+  nullServerP50Ms: readonly (number | null)[] = [],
+): string[] {
   const measured = floors.filter((f): f is FsyncFloor => f !== null);
   if (measured.length === 0) return [];
   const us = (pick: (f: FsyncFloor) => number): string => floors.map((f) => (f ? fmt(pick(f)) : 'failed')).join(', ');
@@ -233,21 +240,35 @@ export function fsyncFloorLines(cases: readonly CaseResult[], floors: readonly (
   ];
   const put = cases.find((c) => c.name === 'put-1c');
   if (!put) return lines;
-  const over = (samples: readonly Sample[]): number[] => {
+  const over = (p50Ms: readonly (number | null)[]): number[] => {
     const out: number[] = [];
-    samples.forEach((s, i) => {
+    p50Ms.forEach((ms, i) => {
       const f = floors[i];
-      if (s.ok && f && f.p50Us > 0) out.push((s.p50Ms * 1000) / f.p50Us);
+      if (ms !== null && f && f.p50Us > 0) out.push((ms * 1000) / f.p50Us);
     });
     return out;
   };
+  const p50s = (samples: readonly Sample[]): (number | null)[] => samples.map((s) => (s.ok ? s.p50Ms : null));
   const show = (xs: number[]): string =>
     xs.length === 0 ? 'n/a' : `${median(xs).toFixed(2)}x (${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)})`;
-  const o = over(put.ours);
+  const o = over(p50s(put.ours));
   const verdict = o.length === 0 ? '' : median(o) <= PUT_1C_FLOOR_TARGET ? ': met' : ': NOT met';
   lines.push(
-    `put-1c p50 over its repeat's fdatasync floor p50: etcd ${show(over(put.etcd))}, ours **${show(o)}** ` +
+    `put-1c p50 over its repeat's fdatasync floor p50: etcd ${show(over(p50s(put.etcd)))}, ours **${show(o)}** ` +
       `(target for ours <= ${PUT_1C_FLOOR_TARGET}x${verdict})`,
   );
+  const n = over(nullServerP50Ms);
+  if (n.length > 0) {
+    const oursOverNull: number[] = [];
+    put.ours.forEach((s, i) => {
+      const ms = nullServerP50Ms[i];
+      if (s.ok && ms !== null && ms !== undefined && ms > 0) oursOverNull.push(s.p50Ms / ms);
+    });
+    lines.push(
+      `put-1c p50 over the same floor for a server that only appends each put to a file and fdatasyncs it ` +
+        `(scripts/bench/null_put_server, grpc-go; the same tool and client): ${show(n)}; ` +
+        `ours' p50 over that server's in the same repeat: ${show(oursOverNull)}`,
+    );
+  }
   return lines;
 }

@@ -91,6 +91,23 @@ describe('fdatasync floor', () => {
     expect(fsyncFloorLines([fast], floors)[1]).toContain('ours **1.55x (1.50-1.60)** (target for ours <= 2x: met)');
     expect(fsyncFloorLines([put], [])).toEqual([]);
   });
+
+  it("adds the null server's put p50 over the same repeats' floors when it ran", () => {
+    const floors = [
+      { writes: 2000, recordBytes: 350, p50Us: 200, p99Us: 400 },
+      { writes: 2000, recordBytes: 350, p50Us: 250, p99Us: 500 },
+      { writes: 2000, recordBytes: 350, p50Us: 100, p99Us: 300 },
+    ];
+    const put = { name: 'put-1c', title: 'put', unit: 'requests', etcd: [sample(900, 3.2)], ours: [sample(1000, 1.8)] };
+    // 0.5 ms over 200 µs, a failed run, 0.3 ms over 100 µs.
+    const lines = fsyncFloorLines([put], floors, [0.5, null, 0.3]);
+    expect(lines).toHaveLength(3);
+    expect(lines[2]).toContain('only appends each put to a file and fdatasyncs it');
+    expect(lines[2]).toContain('2.75x (2.50-3.00)');
+    // Ours 0.45 ms (sample(1000, 1.8)) in the one repeat that has both, over the null server's 0.5 ms.
+    expect(lines[2]).toContain("ours' p50 over that server's in the same repeat: 0.90x (0.90-0.90)");
+    expect(fsyncFloorLines([put], floors, [null, null])).toHaveLength(2);
+  });
 });
 
 const TOOL_OUTPUT = ` 2000 / 2000  100.00% 2s\r
