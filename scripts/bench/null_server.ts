@@ -5,9 +5,11 @@ import assert from 'node:assert';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { waitExit } from './servers';
 
 export interface NullServer {
   endpoint: string;
+  pid: number;
   stop(): Promise<void>;
 }
 
@@ -33,7 +35,8 @@ export async function startNullServer(bin: string, workDir: string): Promise<Nul
   };
   try {
     const endpoint = await readyEndpoint(child);
-    return { endpoint, stop };
+    assert(typeof child.pid === 'number');
+    return { endpoint, pid: child.pid, stop };
   } catch (e) {
     await stop();
     throw e;
@@ -64,17 +67,6 @@ function readyEndpoint(child: ChildProcess): Promise<string> {
     child.once('exit', (code, signal) => {
       clearTimeout(timer);
       reject(new Error(`null server exited (${signal ?? code}): ${err.trim().slice(0, 300)}`));
-    });
-  });
-}
-
-function waitExit(child: ChildProcess, timeoutMs: number): Promise<void> {
-  return new Promise((resolve) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    const timer = setTimeout(resolve, timeoutMs);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
     });
   });
 }

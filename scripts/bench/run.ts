@@ -235,6 +235,39 @@ async function runCustom(c: BenchCase, cluster: Cluster, rawFile: string): Promi
   }
 }
 
+/**
+ * The case's tool command against `endpoints`: its unmeasured warm-ups, then the measured run,
+ * its output kept in rawFile, with the CPU time and peak RSS of the processes `pids` around it.
+ */
+async function measureTool(c: BenchCase, o: Options, endpoints: string[], pids: number[], rawFile: string): Promise<Sample> {
+  const args = [`--endpoints=${endpoints.join(',')}`, '--precise', ...c.toolArgs];
+  for (let i = 0; i < o.warmups; i++) {
+    const w = await runTool(o.benchmark, args, c.timeoutSec);
+    if (w.timedOut || w.exitCode !== 0) return failed(`warm-up run ${i + 1} failed (${w.timedOut ? 'timeout' : `exit ${w.exitCode}`})`, w.wallSec);
+  }
+  const before = readProcs(pids);
+  const run = await runTool(o.benchmark, args, c.timeoutSec);
+  const after = readProcs(pids);
+  fs.writeFileSync(rawFile, `# ${o.benchmark} ${args.join(' ')}\n${run.output}`);
+  if (run.timedOut) return failed(`timeout: no result within ${c.timeoutSec} s`, run.wallSec);
+  const s = parseToolOutput(run.output, c.section);
+  if (!s || run.exitCode !== 0) {
+    const tail = run.output.trim().split('\n').slice(-2).join(' ').slice(0, 300);
+    return failed(`tool exit ${run.exitCode}: ${tail}`, run.wallSec);
+  }
+  return {
+    ok: true,
+    qps: s.qps,
+    p50Ms: s.p50Ms,
+    p99Ms: s.p99Ms,
+    errors: s.errors,
+    requests: s.requests,
+    peakRssMiB: after.peakRssMiB,
+    cpuSec: Math.max(0, after.cpuSec - before.cpuSec),
+    wallSec: run.wallSec,
+  };
+}
+
 async function runOnce(c: BenchCase, system: SystemName, o: Options, rawFile: string): Promise<Sample> {
   const cluster = await startCluster(launcherFor(system, o), {
     members: c.members,
@@ -251,39 +284,9 @@ async function runOnce(c: BenchCase, system: SystemName, o: Options, rawFile: st
       return s;
     }
     if (c.seed.length > 0) await seedKeys(cluster.endpoints[0], c.seed, SEED_TIMEOUT_MS);
-    const args = [`--endpoints=${cluster.endpoints.join(',')}`, '--precise', ...c.toolArgs];
-    for (let i = 0; i < o.warmups; i++) {
-      const w = await runTool(o.benchmark, args, c.timeoutSec);
-      if (w.timedOut || w.exitCode !== 0) {
-        keepData = true;
-        return failed(`warm-up run ${i + 1} failed (${w.timedOut ? 'timeout' : `exit ${w.exitCode}`})`, w.wallSec);
-      }
-    }
-    const before = readProcs(cluster.pids);
-    const run = await runTool(o.benchmark, args, c.timeoutSec);
-    const after = readProcs(cluster.pids);
-    fs.writeFileSync(rawFile, `# ${o.benchmark} ${args.join(' ')}\n${run.output}`);
-    if (run.timedOut) {
-      keepData = true;
-      return failed(`timeout: no result within ${c.timeoutSec} s`, run.wallSec);
-    }
-    const s = parseToolOutput(run.output, c.section);
-    if (!s || run.exitCode !== 0) {
-      keepData = true;
-      const tail = run.output.trim().split('\n').slice(-2).join(' ').slice(0, 300);
-      return failed(`tool exit ${run.exitCode}: ${tail}`, run.wallSec);
-    }
-    return {
-      ok: true,
-      qps: s.qps,
-      p50Ms: s.p50Ms,
-      p99Ms: s.p99Ms,
-      errors: s.errors,
-      requests: s.requests,
-      peakRssMiB: after.peakRssMiB,
-      cpuSec: Math.max(0, after.cpuSec - before.cpuSec),
-      wallSec: run.wallSec,
-    };
+    const s = await measureTool(c, o, cluster.endpoints, cluster.pids, rawFile);
+    keepData = !s.ok;
+    return s;
   } finally {
     live.cluster = null;
     await cluster.stop(keepData);
@@ -299,16 +302,7 @@ async function runNullServer(c: BenchCase, o: Options, rawFile: string): Promise
     return failed((e as Error).message);
   }
   try {
-    const args = [`--endpoints=${server.endpoint}`, '--precise', ...c.toolArgs];
-    for (let i = 0; i < o.warmups; i++) {
-      const w = await runTool(o.benchmark, args, c.timeoutSec);
-      if (w.timedOut || w.exitCode !== 0) return failed(`warm-up run ${i + 1} failed (${w.timedOut ? 'timeout' : `exit ${w.exitCode}`})`, w.wallSec);
-    }
-    const run = await runTool(o.benchmark, args, c.timeoutSec);
-    fs.writeFileSync(rawFile, `# ${o.benchmark} ${args.join(' ')}\n${run.output}`);
-    const s = run.timedOut || run.exitCode !== 0 ? null : parseToolOutput(run.output, c.section);
-    if (!s) return failed(run.timedOut ? `timeout: no result within ${c.timeoutSec} s` : `tool exit ${run.exitCode}`, run.wallSec);
-    return { ok: true, qps: s.qps, p50Ms: s.p50Ms, p99Ms: s.p99Ms, errors: s.errors, requests: s.requests, peakRssMiB: 0, cpuSec: 0, wallSec: run.wallSec };
+    return await measureTool(c, o, [server.endpoint], [server.pid], rawFile);
   } finally {
     await server.stop();
   }

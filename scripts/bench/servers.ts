@@ -90,7 +90,8 @@ async function leaderFirst(etcdctl: string, endpoints: string[]): Promise<string
   return [leaders[0], ...endpoints.filter((e) => e !== leaders[0])];
 }
 
-function waitExit(child: ChildProcess, ms: number): Promise<boolean> {
+/** Whether `child` exited within `ms` (at once if it already has). */
+export function waitExit(child: ChildProcess, ms: number): Promise<boolean> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
   return new Promise((resolve) => {
     const t = setTimeout(() => resolve(false), ms);
