@@ -55,6 +55,7 @@ function serverConfig(c: Config): ServerConfig {
     warningApplyDurationMs: c.warningApplyDurationMs,
     backendBatchIntervalMs: Math.round(c.backendBatchIntervalMs),
     backendBatchLimit: c.backendBatchLimit,
+    unsafeNoFsync: c.unsafeNoFsync,
     autoCompaction: {
       mode: c.autoCompactionMode,
       retentionMs: c.autoCompactionRetentionMs,

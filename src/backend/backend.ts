@@ -4,11 +4,18 @@
 // case, like etcd's batch transaction), one shared by the batches of up to that long. They are
 // not durable when batch() returns: the Raft WAL is the durability source, and the consistent
 // index written in the same transaction makes replaying the WAL after a crash idempotent.
+//
+// Across a power loss the file must stay whole, whatever reached the disk: each commit fdatasyncs
+// its data pages before it writes the meta page that points at them (LMDB's MDB_NOMETASYNC; that
+// meta page reaches the disk with the next commit's sync or a flush). LMDB never overwrites the
+// pages of the last two committed trees, so the newest meta page on disk always points at pages
+// that are there: a power loss costs at most the last commit, which the WAL replays.
 import assert from 'node:assert';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { open, type Database, type RangeOptions, type RootDatabase, type RootDatabaseOptions, type Transaction } from 'lmdb';
+import { fsyncDir, fsyncFile } from '../runtime/fsync';
 import { BBOLT_MAGIC, BBOLT_PAGE_HEADER_BYTES } from './bbolt_format';
 import { Crc32c } from './crc32c';
 
@@ -23,7 +30,16 @@ const CI_SCRATCH = Buffer.alloc(8);
 const FLUSH_MARKER_KEY = 'flush_marker';
 const FLUSH_MARKER_BYTES = Buffer.from(FLUSH_MARKER_KEY);
 const FLUSH_MARKER_VALUE = Buffer.from([1]);
-/** lmdb-js TransactionFlags: ABORTABLE | SYNCHRONOUS_COMMIT | NO_SYNC_FLUSH. */
+/**
+ * lmdb-js TransactionFlags ABORTABLE | SYNCHRONOUS_COMMIT, plus LMDB's MDB_NOMETASYNC (lmdb-js
+ * hands bits 0xf0000 to mdb_txn_begin): data pages fdatasynced before the meta page is written.
+ */
+const TXN_FLAGS_DATA_SYNC = 0x1 | 0x2 | 0x40000;
+/**
+ * ABORTABLE | SYNCHRONOUS_COMMIT | MDB_NOSYNC: no fsync at all (--unsafe-no-fsync). A power loss
+ * can then persist a meta page without the pages it points at: the file is lost, not just the
+ * last writes.
+ */
 const TXN_FLAGS_NO_FSYNC = 0x1 | 0x2 | 0x10000;
 /**
  * The snapshot goes in chunks of this size. etcd's are 32 KiB (snapshotSendBufferSize); a client
@@ -49,13 +65,21 @@ const REMAP_AFTER_GROWTH_BYTES = 8 * 1024 * 1024;
 export interface BackendOptions {
   mapSizeBytes?: number;
   /**
-   * true: every batch() is flushed to disk before it returns (lmdb-js overlapping sync): safe
-   * against power loss, but blocks the event loop for an fsync per batch (~3-6 ms here).
-   * false (default): batches commit without fsync (safe against process crashes, kill -9);
-   * a background flush every flushIntervalMs bounds what an OS crash can hit.
+   * true: every batch() is flushed to disk, meta page included, before it returns (lmdb-js
+   * overlapping sync): blocks the event loop for two fsyncs per batch (~3-6 ms here).
+   * false (default): each commit syncs its data pages, not its meta page (see the top of this
+   * file): a power loss may undo the last commit, never damage the file.
    */
   durableCommits?: boolean;
-  /** Background flush period when durableCommits is false; 0 disables. Default 100 (etcd's batch interval). */
+  /**
+   * etcd's --unsafe-no-fsync: commits and flushes never fsync. Survives a process crash, not a
+   * power loss (which may leave a file LMDB cannot open). For tests and throwaway members.
+   */
+  unsafeNoFsync?: boolean;
+  /**
+   * Period of the background sync that makes the last commit's meta page durable (and remaps the
+   * file as it grows) when durableCommits is false; 0 disables. Default 100 (etcd's batch interval).
+   */
   flushIntervalMs?: number;
   /**
    * > 0 (and durableCommits false): batches share one open LMDB transaction, committed this long
@@ -250,6 +274,9 @@ export class Backend {
   private writeHold: WriteHold | null = null;
 
   private readonly durableCommits: boolean;
+  private readonly unsafeNoFsync: boolean;
+  /** Flags of a batch's own transaction, or of the shared one (when not durableCommits). */
+  private readonly txnFlags: number;
   private dirty = false;
   private flushTimer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
@@ -279,6 +306,9 @@ export class Backend {
     opts: BackendOptions,
   ) {
     this.durableCommits = opts.durableCommits ?? false;
+    this.unsafeNoFsync = opts.unsafeNoFsync ?? false;
+    assert(!(this.durableCommits && this.unsafeNoFsync), 'durableCommits and unsafeNoFsync together');
+    this.txnFlags = this.unsafeNoFsync ? TXN_FLAGS_NO_FSYNC : TXN_FLAGS_DATA_SYNC;
     this.batchIntervalMs = this.durableCommits ? 0 : (opts.batchIntervalMs ?? 0);
     this.batchLimit = opts.batchLimit ?? DEFAULT_BATCH_LIMIT;
     assert(Number.isSafeInteger(this.batchIntervalMs) && this.batchIntervalMs >= 0 && this.batchIntervalMs <= MAX_BATCH_INTERVAL_MS, 'batchIntervalMs out of range');
@@ -360,7 +390,7 @@ export class Backend {
     try {
       if (this.batchIntervalMs > 0) result = this.sharedBatch(fn);
       else {
-        result = this.durableCommits ? this.env.transactionSync(fn) : this.env.transactionSync(fn, TXN_FLAGS_NO_FSYNC);
+        result = this.durableCommits ? this.env.transactionSync(fn) : this.env.transactionSync(fn, this.txnFlags);
         this.committedSeq = this.seq;
         this.dirty = true;
       }
@@ -398,7 +428,7 @@ export class Backend {
     this.env.transactionSync(() => {
       result = fn();
       return held;
-    }, TXN_FLAGS_NO_FSYNC);
+    }, this.txnFlags);
     // lmdb-js took the thenable synchronously, or the transaction would commit at some later
     // turn nobody controls.
     if (finish === null) assert.fail('lmdb-js did not hold the shared transaction open');
@@ -473,6 +503,10 @@ export class Backend {
     assert(!this.flushing, 'one sync at a time');
     const startSeq = this.committedSeq;
     this.dirty = false;
+    if (this.unsafeNoFsync) {
+      this.syncedSeq = Math.max(this.syncedSeq, startSeq);
+      return Promise.resolve();
+    }
     const env = this.env as unknown as { sync(cb: (err?: Error | null) => void): void };
     let settled = false;
     const flushing = new Promise<void>((resolve, reject) => {
@@ -695,7 +729,7 @@ export class Backend {
     // transaction while the sync ran are committed first (this commit makes them durable too),
     // so that this one is not taken for a child of it.
     this.commitShared();
-    this.env.transactionSync(() => this.meta.putSync(FLUSH_MARKER_BYTES, FLUSH_MARKER_VALUE));
+    this.env.transactionSync(() => this.meta.putSync(FLUSH_MARKER_BYTES, FLUSH_MARKER_VALUE), this.unsafeNoFsync ? TXN_FLAGS_NO_FSYNC : undefined);
   }
 
   /**
@@ -927,6 +961,9 @@ export class Backend {
           fs.rmSync(tmp, { force: true });
           return false;
         }
+        // LMDB writes the copy without an fsync: it must be on disk before a rename can put it in
+        // place of the file (else a power loss leaves an empty or partial database under the name).
+        if (!this.unsafeNoFsync) await fsyncFile(tmp);
         // The copy holds everything only if the hold lasted and nothing was written since it
         // began (asserted by batch(); the transaction id says so too). Checked again right
         // before the swap, after its wait.
@@ -975,6 +1012,7 @@ export class Backend {
       }
     }
     fs.renameSync(source, this.filePath);
+    if (!this.unsafeNoFsync) fsyncDir(path.dirname(this.filePath));
     this.openEnvAndDbs();
     this.bytesAtRemap = this.sizeBytes();
     await closing;
@@ -1000,12 +1038,6 @@ export class Backend {
       fs.closeSync(fd);
     }
     await this.swapFile(incoming);
-    const dirFd = fs.openSync(path.dirname(this.filePath), 'r');
-    try {
-      fs.fsyncSync(dirFd);
-    } finally {
-      fs.closeSync(dirFd);
-    }
     const raw = this.meta.getBinary(Buffer.from(CONSISTENT_INDEX_KEY));
     this.ci = raw ? Number(Buffer.from(raw).readBigUInt64BE(0)) : 0;
   }
@@ -1055,9 +1087,19 @@ export function dbFileFormat(file: string): 'absent' | 'lmdb' | 'bbolt' | 'unkno
   }
 }
 
-/** Throws BackendFormatError unless `file` is absent, empty or an LMDB database (reads only). */
+/** Where an LMDB meta page (after the page header) keeps the page size, its last page and its txn id. */
+const LMDB_META_PSIZE_OFFSET = 24;
+const LMDB_META_LAST_PAGE_OFFSET = 120;
+const LMDB_META_TXNID_OFFSET = 128;
+
+/**
+ * Throws BackendFormatError unless `file` is absent, empty or an LMDB database whose newest meta
+ * page points within the file (reads only). LMDB maps the file and trusts its meta page: pages past
+ * the end (a meta page that reached the disk without its data) fault the process (SIGBUS).
+ */
 export function assertLmdbFile(file: string): void {
   const format = dbFileFormat(file);
+  if (format === 'lmdb') assertLmdbMetaWithinFile(file);
   if (format === 'bbolt') {
     throw new BackendFormatError(
       `${file} is a bbolt database of etcd itself, not of etcd-ts: this is an etcd data directory, which etcd-ts cannot use in place ` +
@@ -1065,6 +1107,40 @@ export function assertLmdbFile(file: string): void {
     );
   }
   if (format === 'unknown') throw new BackendFormatError(`${file} is not an etcd-ts database (no LMDB header); refusing to open it`);
+}
+
+function assertLmdbMetaWithinFile(file: string): void {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const sizeBytes = fs.fstatSync(fd).size;
+    const head = Buffer.alloc(LMDB_MAGIC_OFFSET + LMDB_META_TXNID_OFFSET + 8);
+    const readMeta = (at: number): { txnId: bigint; lastPage: bigint; pageBytes: number } | null => {
+      if (fs.readSync(fd, head, 0, head.length, at) < head.length) return null;
+      if (head.readUInt32LE(LMDB_MAGIC_OFFSET) !== LMDB_MAGIC) return null;
+      const meta = LMDB_MAGIC_OFFSET;
+      return {
+        pageBytes: head.readUInt32LE(meta + LMDB_META_PSIZE_OFFSET),
+        lastPage: head.readBigUInt64LE(meta + LMDB_META_LAST_PAGE_OFFSET),
+        txnId: head.readBigUInt64LE(meta + LMDB_META_TXNID_OFFSET),
+      };
+    };
+    const first = readMeta(0);
+    const pageBytes = first?.pageBytes ?? 0;
+    if (first === null || pageBytes < 512 || pageBytes > 65536 || (pageBytes & (pageBytes - 1)) !== 0) {
+      throw new BackendFormatError(`${file} is damaged: its first meta page does not read; refusing to open it`);
+    }
+    const second = readMeta(pageBytes);
+    const newest = second !== null && second.txnId > first.txnId ? second : first;
+    const neededBytes = (newest.lastPage + 1n) * BigInt(pageBytes);
+    if (neededBytes > BigInt(sizeBytes)) {
+      throw new BackendFormatError(
+        `${file} is damaged: its newest meta page (transaction ${newest.txnId}) uses pages up to byte ${neededBytes} ` +
+          `but the file holds ${sizeBytes} bytes (a write that never reached the disk); refusing to open it`,
+      );
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
 }
 
 interface LmdbTreeStats {

@@ -453,6 +453,7 @@ function withHost(u: EtcdUrl, host: string, port: string): EtcdUrl {
 const ACTED_ON = new Set<string>([
   'name',
   'data-dir',
+  'unsafe-no-fsync',
   'listen-client-urls',
   'advertise-client-urls',
   'listen-peer-urls',

@@ -51,6 +51,8 @@ export interface ServerConfig {
   initialClusterState: 'new' | 'existing';
   /** --wal-dir; empty: <dataDir>/member/wal. */
   walDir?: string;
+  /** --unsafe-no-fsync: neither the WAL nor the backend fsyncs (a power loss can lose everything). */
+  unsafeNoFsync?: boolean;
   /** --bcrypt-cost for password hashes; default 10. */
   bcryptCost?: number;
   initialClusterToken: string;
@@ -192,13 +194,14 @@ export class EtcdServer implements EtcdServerApi {
     assertWalDirNotEtcd(walDir);
     assertLmdbFile(path.join(snapDir, 'db'));
     fs.mkdirSync(snapDir, { recursive: true, mode: 0o700 });
-    const wal = Wal.open(walDir, { entryData: 'on-disk' });
+    const wal = Wal.open(walDir, { entryData: 'on-disk', unsafeNoFsync: cfg.unsafeNoFsync });
     const haveWal = wal.hasIdentity();
     // etcd's defaults when the flags are 0 or absent (the limit's is the backend's own); larger
     // values are held to the backend's bounds (its open transaction keeps its dirty pages in memory).
     const backend = Backend.open(path.join(snapDir, 'db'), {
       batchIntervalMs: Math.min(cfg.backendBatchIntervalMs || DEFAULT_BACKEND_BATCH_INTERVAL_MS, MAX_BATCH_INTERVAL_MS),
       batchLimit: cfg.backendBatchLimit ? Math.min(cfg.backendBatchLimit, MAX_BATCH_LIMIT) : undefined,
+      unsafeNoFsync: cfg.unsafeNoFsync,
     });
     const members = new Members(backend.subDb('members'), backend.subDb('members_removed'));
     const alarms = new Alarms(backend.subDb('alarm'));
@@ -277,6 +280,16 @@ export class EtcdServer implements EtcdServerApi {
     const lastWalIndex = heads.length > 0 ? heads[heads.length - 1].index : snapshotIndex;
     // The state can never hold an entry the log lost: entries are fsynced before they are applied.
     assert(applied <= lastWalIndex, `backend applied index ${applied} is past the last WAL entry ${lastWalIndex}`);
+    // The log keeps no entry at or below its snapshot: a backend behind it (lost, or replaced by an
+    // older copy) cannot be brought up to date from here. etcd refuses to start too; serving less
+    // than was acknowledged is worse than not serving.
+    if (applied < snapshotIndex) {
+      throw new Error(
+        `failed to recover v3 backend from snapshot: the database ${path.join(snapDir, 'db')} has applied index ${applied}, ` +
+          `behind the WAL's snapshot at index ${snapshotIndex} (the database was lost or replaced by an older copy); ` +
+          'restore the member from a snapshot or remove it and add it back to the cluster',
+      );
+    }
     // A commit-index-only hard state is written without fsync (etcd-raft's MustSync), so after a
     // crash the WAL's commit may trail what was applied; applied entries were committed.
     const hardState = { ...contents.hardState, commit: Math.max(contents.hardState.commit, applied) };

@@ -18,10 +18,15 @@ export class Syncer {
   private failed: Error | null = null;
   private idle: (() => void)[] = [];
 
-  constructor(private fd: number) {}
+  /** `unsafeNoFsync` (etcd's --unsafe-no-fsync): every sync succeeds without an fdatasync. */
+  constructor(
+    private fd: number,
+    private readonly unsafeNoFsync = false,
+  ) {}
 
   sync(): Promise<void> {
     if (this.failed) return Promise.reject(this.failed);
+    if (this.unsafeNoFsync) return Promise.resolve();
     assert(this.next.length < MAX_WAITERS, 'too many WAL sync waiters');
     return new Promise((resolve, reject) => {
       this.next.push({ resolve, reject });
@@ -35,6 +40,7 @@ export class Syncer {
    */
   syncNow(): void {
     if (this.failed) throw this.failed;
+    if (this.unsafeNoFsync) return;
     try {
       fs.fdatasyncSync(this.fd);
     } catch (e) {

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Entry, EntryHead, HardState, Snapshot, SnapshotMetadata } from '../raft/types';
 import { decodeHardState, decodeSnapshotMeta, encodeHardState, encodeSnapshotMeta } from './codec';
+import { fsyncDir } from '../runtime/fsync';
 import { EntryLocations } from './locations';
 import { migrateLegacyWal } from './legacy';
 import { RECORD_HEADER_BYTES, RecordType, readRecord, sealRecord } from './record';
@@ -60,6 +61,8 @@ export interface WalOptions {
    * restart wants the latter: it holds the log's entries without their data until asked for.
    */
   entryData?: 'memory' | 'on-disk';
+  /** etcd's --unsafe-no-fsync: saves never fdatasync (a power loss may take acknowledged writes). */
+  unsafeNoFsync?: boolean;
 }
 
 function segmentName(seq: number, firstIndex: number): string {
@@ -76,15 +79,6 @@ function listSegments(dir: string): Segment[] {
   segs.sort((a, b) => a.seq - b.seq);
   for (let i = 1; i < segs.length; i++) assert.equal(segs[i].seq, segs[i - 1].seq + 1, `WAL segments in ${dir} are not consecutive`);
   return segs;
-}
-
-function fsyncDir(dir: string): void {
-  const fd = fs.openSync(dir, 'r');
-  try {
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
 }
 
 function encodeIdentity(id: WalIdentity): Buffer {
@@ -337,6 +331,7 @@ export class Wal {
     private offset: number,
     contents: WalContents | null,
     locations: EntryLocations,
+    unsafeNoFsync = false,
   ) {
     this.locations = locations;
     this.opened = contents;
@@ -346,7 +341,7 @@ export class Wal {
     this.snapshot = contents?.snapshot ?? null;
     const es: Array<Entry | EntryHead> = contents ? (contents.entries.length > 0 ? contents.entries : contents.entryHeads) : [];
     this.lastIndex = es.length > 0 ? es[es.length - 1].index : (contents?.snapshot?.index ?? 0);
-    this.syncer = new Syncer(fd);
+    this.syncer = new Syncer(fd, unsafeNoFsync);
   }
 
   /**
@@ -378,7 +373,7 @@ export class Wal {
       const file = path.join(dir, segmentName(0, 1));
       const fd = fs.openSync(file, 'w+', 0o600);
       fsyncDir(dir);
-      return new Wal(dir, segmentBytes, [{ seq: 0, firstIndex: 1, file }], fd, 0, null, new EntryLocations());
+      return new Wal(dir, segmentBytes, [{ seq: 0, firstIndex: 1, file }], fd, 0, null, new EntryLocations(), opts.unsafeNoFsync);
     }
     const last = segs[segs.length - 1];
     // etcd's own WAL uses the same file names; read as ours it is one long torn tail, and cutting
@@ -402,7 +397,7 @@ export class Wal {
     const locations = new EntryLocations();
     const onDisk = opts.entryData === 'on-disk';
     const contents = segs.length > 1 || intact > 0 ? replaySegments(dir, segs, buf.subarray(0, intact), locations, onDisk) : null;
-    return new Wal(dir, segmentBytes, segs, fd, intact, contents, locations);
+    return new Wal(dir, segmentBytes, segs, fd, intact, contents, locations, opts.unsafeNoFsync);
   }
 
   /** Whether this log belongs to a member already (create() completed). */

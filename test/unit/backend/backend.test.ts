@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Backend, RecordScanAborted, SNAPSHOT_CHUNK_BYTES } from '../../../src/backend/backend';
+import { assertLmdbFile, Backend, BackendFormatError, RecordScanAborted, SNAPSHOT_CHUNK_BYTES } from '../../../src/backend/backend';
 import { crc32c, Crc32c } from '../../../src/backend/crc32c';
 
 const tempDirs: string[] = [];
@@ -103,6 +103,34 @@ describe('Backend', () => {
     const d2 = Backend.open(p);
     expect(d2.consistentIndex()).toBe(3);
     await d2.close();
+  });
+
+  it('refuses a file whose newest meta page points past its end (a torn write-back), before LMDB maps it', async () => {
+    const p = tmpDb();
+    const be = Backend.open(p);
+    const db = be.subDb('big');
+    be.batch(() => {
+      for (let i = 0; i < 500; i++) db.putSync(Buffer.from(`key-${i}`), Buffer.alloc(200, i % 256));
+    });
+    await be.close();
+    expect(() => assertLmdbFile(p)).not.toThrow();
+    const whole = fs.statSync(p).size;
+    // The meta pages reached the disk, the last data pages did not.
+    fs.truncateSync(p, whole - 8192);
+    expect(() => assertLmdbFile(p)).toThrow(BackendFormatError);
+    expect(() => assertLmdbFile(p)).toThrow(/is damaged: its newest meta page \(transaction \d+\) uses pages up to byte \d+ but the file holds \d+ bytes/);
+    expect(() => Backend.open(p)).toThrow(BackendFormatError);
+  });
+
+  it('with unsafeNoFsync, what was committed reads back after a close', async () => {
+    const p = tmpDb();
+    const be = Backend.open(p, { unsafeNoFsync: true, batchIntervalMs: 50 });
+    be.batch(() => be.setConsistentIndex(7));
+    await be.flushed();
+    await be.close();
+    const again = Backend.open(p);
+    expect(again.consistentIndex()).toBe(7);
+    await again.close();
   });
 
   it('stores metadata and reports sizes', async () => {
