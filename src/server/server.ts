@@ -606,6 +606,16 @@ export class EtcdServer implements EtcdServerApi {
     }
     this.isLeader = ss.raftState === StateType.Leader;
     if (this.isLeader && newLeader) this.leadElectedAtMs = performance.now();
+    if (newLeader && this.readInFlight) {
+      // etcd's read loop: a read index request outstanding when a new leader is elected fails
+      // with the retryable "leader changed" (its answer may never come); queued reads go next.
+      const inflight = this.readInFlight;
+      this.readInFlight = null;
+      clearTimeout(inflight.timer);
+      this.metrics?.server.readIndexesFailed.inc();
+      for (const w of inflight.waiters) w.reject(etcdError('LeaderChanged'));
+      this.issueReadIndex();
+    }
     if (leaderChanged && this.leaderChangeWaiters.size > 0) {
       const ws = [...this.leaderChangeWaiters];
       this.leaderChangeWaiters.clear();
