@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { assertLmdbFile, Backend, MAX_BATCH_INTERVAL_MS, MAX_BATCH_LIMIT } from '../backend/backend';
-import { Code, EtcdError, etcdError } from '../errors';
+import { Code, EtcdError, Errors, etcdError, type ErrorName } from '../errors';
 import { Lessor, MAX_LEASE_TTL_SEC } from '../lease/lessor';
 import { formatGoDurationMs, type LogFields, type Logger } from '../log';
 import type { EtcdMetrics } from '../metrics';
@@ -904,7 +904,7 @@ export class EtcdServer implements EtcdServerApi {
     if (this.stopped) throw etcdError('Stopped');
     // Like etcd's raft node, a proposal waits (bounded) for a leader instead of failing at once.
     // (Checked first so the common case costs no extra promise turn.)
-    if (this.leaderId === 0n) await this.waitLeader();
+    if (this.leaderId === 0n) await this.waitLeaderOr('ContextDeadlineExceeded');
     if (this.committedIndex - this.appliedIndex > MAX_APPLY_GAP) throw etcdError('RequestTooManyRequests');
     const id = this.idGen.next().toString();
     // Not `{ ...req, header }`: V8 gives an object built that way a slow layout, and the encoder
@@ -1026,7 +1026,8 @@ export class EtcdServer implements EtcdServerApi {
   /** Resolves when this member has applied everything committed before the call (linearizable read). */
   private async linearizableReadNotify(): Promise<void> {
     if (this.stopped) throw etcdError('Stopped');
-    if (this.leaderId === 0n) await this.waitLeader();
+    // etcd's read waits its request timeout for a read index no member without a leader can give.
+    if (this.leaderId === 0n) await this.waitLeaderOr('Timeout');
     // The only voter answers ReadIndex with its commit index at once: ask it directly instead of
     // through the Ready loop (measured: range-l-1c spent ~0.15 ms more than a serializable read).
     const readIndex = this.node.raw.singletonLeaderReadIndex();
@@ -1069,8 +1070,7 @@ export class EtcdServer implements EtcdServerApi {
         this.metrics?.server.slowReadIndexes.inc();
         this.log.warn('timed out waiting for read index response (local node might have slow network)', { timeout: formatGoDurationMs(this.requestTimeoutMs) });
       }
-      const err = this.leaderId === 0n ? etcdError('NoLeader') : etcdError('Timeout');
-      for (const w of waiters) w.reject(err);
+      for (const w of waiters) w.reject(etcdError('Timeout'));
       this.issueReadIndex();
     }, this.requestTimeoutMs);
     this.readInFlight = { ctx, waiters, timer };
@@ -1268,6 +1268,15 @@ export class EtcdServer implements EtcdServerApi {
     return { header: this.header(), leases: this.lessor.leases().map((id) => ({ ID: id.toString() })) } as pb.LeaseLeasesResponse;
   }
 
+  /** waitLeader, failing with `name` instead of "no leader" (what etcd says for that request). */
+  private async waitLeaderOr(name: ErrorName): Promise<void> {
+    try {
+      await this.waitLeader();
+    } catch (e) {
+      throw e instanceof EtcdError && e.message === Errors.NoLeader.message ? etcdError(name) : e;
+    }
+  }
+
   /** Resolves once a leader is known; "no leader" when none is within `timeoutMs`. */
   private waitLeader(timeoutMs = this.requestTimeoutMs): Promise<void> {
     if (this.leaderId !== 0n) return Promise.resolve();
@@ -1315,7 +1324,7 @@ export class EtcdServer implements EtcdServerApi {
 
   private async proposeConfChange(type: number, nodeId: bigint, context: Record<string, unknown>): Promise<void> {
     if (this.stopped) throw etcdError('Stopped');
-    await this.waitLeader();
+    if (this.leaderId === 0n) await this.waitLeaderOr('ContextDeadlineExceeded');
     const reqId = this.idGen.next().toString();
     const cc = { type, nodeId, context: Buffer.from(JSON.stringify({ ...context, reqId })) };
     const wait = this.proposals.register(reqId, this.proposalTimeout);

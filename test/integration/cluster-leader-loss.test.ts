@@ -12,6 +12,7 @@ import { Errors } from '../../src/errors';
 import { Cluster, ClusterMember } from '../helpers/cluster';
 import { REPO_ROOT } from '../helpers/etcd-process';
 import { EtcdGrpc, isRpcError, StreamReader, type Msg } from '../helpers/grpc';
+import { waitFor } from '../helpers/wait';
 
 const ELECTION_TIMEOUT_MS = 1_000;
 const LEASE_TTL_SEC = 60;
@@ -75,6 +76,11 @@ function gatewayOutcome(what: string, t0: number, r: { status: number; body: str
   return { what, heldMs, ok: false, code: err.grpc_code, text: err.message, raw: `${r.status} ${r.body}` };
 }
 
+/** The client gave up (no answer within its deadline, or the connection failed). */
+function clientFailure(what: string, t0: number, e: Error): Outcome {
+  return { what, heldMs: performance.now() - t0, ok: false, text: e.message, raw: e.message };
+}
+
 async function rpcOutcome(what: string, t0: number, p: Promise<Msg>, ttlOf?: (r: Msg) => number): Promise<Outcome> {
   try {
     const r = await p;
@@ -117,7 +123,7 @@ async function leaderLoss(bin: string, label: string): Promise<Run> {
   const pending: Array<Promise<Outcome>> = [
     gatewayKeepAlive(f1, id).then(
       (r) => gatewayOutcome('gateway keepalive (f1)', t0, r),
-      (e: Error) => ({ what: 'gateway keepalive (f1)', heldMs: performance.now() - t0, ok: false, text: e.message, raw: e.message }),
+      (e: Error) => clientFailure('gateway keepalive (f1)', t0, e),
     ),
     rpcOutcome(
       'gRPC keepalive (f2 stream)',
@@ -170,6 +176,44 @@ function checkRun(run: Run): void {
   if (ttl.ok) expect(ttl.ttl).toBe(LEASE_TTL_SEC);
 }
 
+/**
+ * Quorum lost: the leader and one follower killed. The survivor has no leader for good; what it
+ * answers once etcd's request timeout has passed.
+ */
+async function quorumLoss(bin: string, label: string): Promise<Outcome[]> {
+  cluster = await Cluster.start({ size: 3, bin, args: [`--election-timeout=${ELECTION_TIMEOUT_MS}`, '--heartbeat-interval=100'] });
+  const c = cluster;
+  const leader = await c.waitLeader();
+  const [f1, f2] = c.members.filter((m) => m !== leader) as [ClusterMember, ClusterMember];
+  const g = new EtcdGrpc(f1.clientHostPort);
+  grpcs.push(g);
+  const id = String((await leader.client().unary('Lease', 'LeaseGrant', { TTL: String(LEASE_TTL_SEC) }, 5_000))['ID']);
+  await g.unary('KV', 'Put', { key: Buffer.from('warm'), value: Buffer.from('1') }, 5_000);
+  await f2.kill9();
+  await leader.kill9();
+  await waitFor('the survivor to lose its leader', async () => (await f1.status(1_000)).leader === '0', { timeoutMs: 10_000, intervalMs: 20 });
+  const t0 = performance.now();
+  const stream = g.bidi('Lease', 'LeaseKeepAlive');
+  const reader = new StreamReader(stream, 100);
+  stream.write({ ID: id });
+  const outcomes = await Promise.all([
+    rpcOutcome('gRPC keepalive', t0, reader.next(CLIENT_DEADLINE_MS), (r) => Number(r['TTL'])),
+    gatewayKeepAlive(f1, id).then(
+      (r) => gatewayOutcome('gateway keepalive', t0, r),
+      (e: Error) => clientFailure('gateway keepalive', t0, e),
+    ),
+    rpcOutcome('put', t0, g.unary('KV', 'Put', { key: Buffer.from('k'), value: Buffer.from('v') }, CLIENT_DEADLINE_MS)),
+    rpcOutcome('lease grant', t0, g.unary('Lease', 'LeaseGrant', { TTL: '10' }, CLIENT_DEADLINE_MS)),
+    rpcOutcome('lease time-to-live', t0, g.unary('Lease', 'LeaseTimeToLive', { ID: id }, CLIENT_DEADLINE_MS)),
+    rpcOutcome('linearizable range', t0, g.unary('KV', 'Range', { key: Buffer.from('warm') }, CLIENT_DEADLINE_MS)),
+  ]);
+  stream.end();
+  for (const o of outcomes) console.log(`[${label}, no quorum] ${o.what}: held ${o.heldMs.toFixed(0)} ms, ${o.ok ? 'ok' : `error ${o.code} "${o.text}"`}`);
+  await c.close();
+  cluster = undefined;
+  return outcomes;
+}
+
 describe('leader loss as clients see it: ours and etcd, same steps', () => {
   it('held keepalives answer with the TTL once a new leader is elected; other requests succeed or fail with etcd errors', async () => {
     const ours = await leaderLoss(path.join(REPO_ROOT, 'bin', 'etcd'), 'ours');
@@ -189,6 +233,16 @@ describe('leader loss as clients see it: ours and etcd, same steps', () => {
       const a = ours.outcomes[i]!;
       const b = etcd.outcomes[i]!;
       expect(a.ok ? 'ok' : a.text, `${a.what}: ours vs etcd`).toBe(b.ok ? 'ok' : b.text);
+    }
+  }, 180_000);
+
+  it('without a quorum, each request fails as etcd fails it once its request timeout has passed', async () => {
+    const ours = await quorumLoss(path.join(REPO_ROOT, 'bin', 'etcd'), 'ours');
+    const etcd = await quorumLoss(REAL_ETCD, 'etcd');
+    for (const [i, a] of ours.entries()) {
+      const b = etcd[i]!;
+      for (const s of FORBIDDEN) expect(a.raw, `ours ${a.what} leaks "${s}"`).not.toContain(s);
+      expect(a.ok ? 'ok' : `${a.code} ${a.text}`, `${a.what}: ours vs etcd`).toBe(b.ok ? 'ok' : `${b.code} ${b.text}`);
     }
   }, 180_000);
 });
