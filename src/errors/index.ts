@@ -107,6 +107,10 @@ export const Errors = {
   NotSupportedForLearner: def(Code.Unavailable, "etcdserver: rpc not supported for learner"),
   BadLeaderTransferee: def(Code.FailedPrecondition, "etcdserver: bad leader transferee"),  // Added after etcd 3.4; texts as etcd 3.5/3.6 send them.
   ClusterIdMismatch: def(Code.FailedPrecondition, "etcdserver: cluster ID mismatch"),
+  // Go's context.DeadlineExceeded, which etcd passes on untranslated: a proposal that waited its
+  // whole request timeout for a leader (raft's node holds it until one is known). etcd 3.4's
+  // grpc-go sends a non-status error as Unknown (measured against 3.4.23).
+  ContextDeadlineExceeded: def(Code.Unknown, "context deadline exceeded"),
 } as const satisfies Record<string, ErrorDef>;
 
 export type ErrorName = keyof typeof Errors;

@@ -1,7 +1,7 @@
 // Lease calls a follower cannot answer itself (only the leader runs the lease clock) go to the
 // leader's client URL over etcd's own Lease service, as etcd forwards them over its peer URLs.
 import * as grpc from '@grpc/grpc-js';
-import { EtcdError, etcdError } from '../errors';
+import { Code, EtcdError, Errors, etcdError } from '../errors';
 import { clientConstructor } from '../pb/load';
 import type * as pb from '../pb/types';
 
@@ -20,8 +20,25 @@ function target(url: string): string {
   return u.host;
 }
 
-function toEtcdError(e: grpc.ServiceError): EtcdError {
-  return new EtcdError((e.code as EtcdError['code']) ?? 14, e.details || e.message);
+/** etcd's own error texts: the only ones a leader's answer may pass on to a client. */
+const ETCD_TEXTS = new Set<string>(Object.values(Errors).map((d) => d.message));
+
+/**
+ * The leader could not be reached, or answered with something that is not one of etcd's errors
+ * (grpc-js's own texts name the leader's address). Never shown to a client: the server retries
+ * the forward and answers with etcd's error if it runs out of time.
+ */
+export class LeaderUnreachable extends Error {
+  constructor(readonly grpcCode: number) {
+    super('the leader could not be reached');
+    this.name = 'LeaderUnreachable';
+  }
+}
+
+function toEtcdError(e: grpc.ServiceError): Error {
+  const text = e.details ?? '';
+  if (ETCD_TEXTS.has(text) && typeof e.code === 'number') return new EtcdError(e.code as EtcdError['code'], text);
+  return new LeaderUnreachable(typeof e.code === 'number' ? e.code : Code.Unavailable);
 }
 
 export class LeaderClient {

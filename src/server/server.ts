@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { assertLmdbFile, Backend, MAX_BATCH_INTERVAL_MS, MAX_BATCH_LIMIT } from '../backend/backend';
-import { EtcdError, etcdError } from '../errors';
+import { Code, EtcdError, Errors, etcdError, type ErrorName } from '../errors';
 import { Lessor, MAX_LEASE_TTL_SEC } from '../lease/lessor';
 import { formatGoDurationMs, type LogFields, type Logger } from '../log';
 import type { EtcdMetrics } from '../metrics';
@@ -115,9 +115,22 @@ const DEFAULT_WARNING_APPLY_MS = 100;
 /** etcd's readIndexRetryTime. */
 const READ_INDEX_RETRY_MS = 500;
 
-/** The error of a proposal that outlived the request timeout (one function for all of them). */
-function proposalTimeout(): Error {
-  return etcdError('Timeout');
+/** A failed forward to the leader is tried again after this long, or sooner when the leader changes. */
+const FORWARD_RETRY_MS = 25;
+
+/** A raft proposal refused by the core (etcd's client sees raft's own error, code Unknown). */
+function droppedError(e: Error): EtcdError {
+  return new EtcdError(Code.Unknown, e.message);
+}
+
+/**
+ * An error a forward to the leader may be retried after: the leader unreachable (a grpc-js
+ * failure, never shown to a client) or one of etcd's Unavailable answers (no leader, leader
+ * changed, timed out). etcd's forwarding loops end early only on an answer such as "lease not found".
+ */
+function retryableForwardError(e: unknown): boolean {
+  if (!(e instanceof EtcdError)) return true;
+  return e.code === Code.Unavailable || e.code === Code.DeadlineExceeded || e.code === Code.Canceled;
 }
 
 export class EtcdServer implements EtcdServerApi {
@@ -142,6 +155,14 @@ export class EtcdServer implements EtcdServerApi {
   private readWaiters: Array<{ resolve(): void; reject(e: Error): void }> = [];
   private readInFlight: { ctx: string; waiters: Array<{ resolve(): void; reject(e: Error): void }>; timer: NodeJS.Timeout } | null = null;
   private readonly leaderWaiters: Array<() => void> = [];
+  /** Callers waiting for the leader to change (bounded by MAX_READ_WAITERS; each also has a timer). */
+  private readonly leaderChangeWaiters = new Set<() => void>();
+  /** performance.now() at which this member last became leader (etcd's leadElectedTime). */
+  private leadElectedAtMs = -Infinity;
+  /** etcd's ElectionTicks x TickMs. */
+  private readonly electionMs: number;
+  /** The error of a proposal that outlived the request timeout (one function for all of them). */
+  private readonly proposalTimeout: (registeredAtMs: number) => Error;
   private publishedAttributes = false;
   private loggedCapabilities = false;
   readonly requestTimeoutMs: number;
@@ -172,6 +193,8 @@ export class EtcdServer implements EtcdServerApi {
     this.idGen = new IdGenerator(this.memberId, Date.now());
     // etcd's ReqTimeout: 5 s plus two election timeouts.
     this.requestTimeoutMs = 5000 + 2 * cfg.electionTimeoutMs;
+    this.electionMs = Math.max(2, Math.round(cfg.electionTimeoutMs / cfg.heartbeatIntervalMs)) * cfg.heartbeatIntervalMs;
+    this.proposalTimeout = (registeredAtMs) => this.proposeTimeoutError(registeredAtMs);
     this.warningApplyMs = cfg.warningApplyDurationMs ?? DEFAULT_WARNING_APPLY_MS;
     this.proposals = new WaitRegistry<string, ApplyResult>(MAX_PENDING_PROPOSALS, this.requestTimeoutMs);
   }
@@ -578,7 +601,10 @@ export class EtcdServer implements EtcdServerApi {
   private onSoftState(ss: SoftState): void {
     const wasLeader = this.isLeader;
     this.heartbeatSentAtMs.clear();
-    if (ss.lead !== this.leaderId) {
+    const leaderChanged = ss.lead !== this.leaderId;
+    // etcd's newLeader: a leader is known and it is not the one known before.
+    const newLeader = leaderChanged && ss.lead !== 0n;
+    if (leaderChanged) {
       if (ss.lead !== 0n) {
         this.log.info('raft.node: elected leader', {
           'local-member-id': idToHex(this.memberId),
@@ -592,6 +618,22 @@ export class EtcdServer implements EtcdServerApi {
       this.leaderId = ss.lead;
     }
     this.isLeader = ss.raftState === StateType.Leader;
+    if (this.isLeader && newLeader) this.leadElectedAtMs = performance.now();
+    if (newLeader && this.readInFlight) {
+      // etcd's read loop: a read index request outstanding when a new leader is elected fails
+      // with the retryable "leader changed" (its answer may never come); queued reads go next.
+      const inflight = this.readInFlight;
+      this.readInFlight = null;
+      clearTimeout(inflight.timer);
+      this.metrics?.server.readIndexesFailed.inc();
+      for (const w of inflight.waiters) w.reject(etcdError('LeaderChanged'));
+      this.issueReadIndex();
+    }
+    if (leaderChanged && this.leaderChangeWaiters.size > 0) {
+      const ws = [...this.leaderChangeWaiters];
+      this.leaderChangeWaiters.clear();
+      for (const w of ws) w();
+    }
     if (this.isLeader && !wasLeader) {
       // A new leader must not expire leases early: give every lease a full TTL again.
       this.lessor.promote(this.cfg.electionTimeoutMs);
@@ -875,7 +917,7 @@ export class EtcdServer implements EtcdServerApi {
     if (this.stopped) throw etcdError('Stopped');
     // Like etcd's raft node, a proposal waits (bounded) for a leader instead of failing at once.
     // (Checked first so the common case costs no extra promise turn.)
-    if (this.leaderId === 0n) await this.waitLeader();
+    if (this.leaderId === 0n) await this.waitLeaderOr('ContextDeadlineExceeded');
     if (this.committedIndex - this.appliedIndex > MAX_APPLY_GAP) throw etcdError('RequestTooManyRequests');
     const id = this.idGen.next().toString();
     // Not `{ ...req, header }`: V8 gives an object built that way a slow layout, and the encoder
@@ -884,10 +926,10 @@ export class EtcdServer implements EtcdServerApi {
     full.header = { ID: id, username: ai?.username ?? '', authRevision: String(ai?.revision ?? 0) };
     const data = encodeInternalRequest(full);
     if (data.length > this.cfg.maxRequestBytes) throw etcdError('RequestTooLarge');
-    const wait = this.proposals.register(id, proposalTimeout);
+    const wait = this.proposals.register(id, this.proposalTimeout);
     if (!wait) throw etcdError('RequestTooManyRequests');
-    const queued = this.node.propose(data, (e) => this.proposals.fail(id, this.leaderId === 0n ? etcdError('NoLeader') : new EtcdError(14, e.message)));
-    if (!queued) {
+    const onDropped = (e: Error): void => this.onProposalDropped(id, e, () => this.node.propose(data, onDropped));
+    if (!this.node.propose(data, onDropped)) {
       this.proposals.fail(id, etcdError('RequestTooManyRequests'));
     }
     let r: ApplyResult;
@@ -902,10 +944,103 @@ export class EtcdServer implements EtcdServerApi {
     return r.resp;
   }
 
+  /**
+   * A proposal the Raft core refused. Refused for want of a leader (lost between the caller's wait
+   * and the node loop's turn), it is proposed again once there is one: etcd's raft node holds a
+   * proposal until a leader is known. Its wait's own deadline still bounds it.
+   */
+  private onProposalDropped(id: string, e: Error, again: () => boolean): void {
+    if (this.leaderId !== 0n || this.stopped) {
+      this.proposals.fail(id, droppedError(e));
+      return;
+    }
+    this.waitLeader().then(
+      () => {
+        if (this.proposals.has(id) && !this.stopped && !again()) this.proposals.fail(id, etcdError('RequestTooManyRequests'));
+      },
+      () => undefined, // the wait's own timeout answers the caller
+    );
+  }
+
+  /**
+   * etcd's parseProposeCtxErr: why a proposal registered at `startedAtMs` (performance.now())
+   * timed out. Started while the previous leader was failing (within two election timeouts before
+   * this member was elected): the leader's failure; else a leader this member has not been
+   * connected to since the start (or, as leader, no connected quorum): connection lost.
+   */
+  private proposeTimeoutError(startedAtMs: number): EtcdError {
+    const elected = this.leadElectedAtMs;
+    if (startedAtMs > elected - 2 * this.electionMs && startedAtMs < elected) return etcdError('TimeoutDueToLeaderFail');
+    const sinceEpochMs = Date.now() - (performance.now() - startedAtMs);
+    const connectedSince = (id: bigint): boolean => {
+      const t = this.transport.activeSince(id);
+      return t !== 0 && t < sinceEpochMs;
+    };
+    const lead = this.leaderId;
+    if (lead === this.memberId) {
+      const members = this.members.list();
+      const connected = members.filter((m) => m.id === this.memberId || connectedSince(m.id)).length;
+      if (connected < Math.floor(members.length / 2) + 1) return etcdError('TimeoutDueToConnectionLost');
+    } else if (lead !== 0n && !connectedSince(lead)) {
+      return etcdError('TimeoutDueToConnectionLost');
+    }
+    return etcdError('Timeout');
+  }
+
+  /** Resolves when the leader changes or after `ms`, whichever is first. */
+  private leaderChangeOrDelay(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.leaderChangeWaiters.size >= MAX_READ_WAITERS) {
+        setTimeout(resolve, ms);
+        return;
+      }
+      const done = (): void => {
+        clearTimeout(timer);
+        this.leaderChangeWaiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.leaderChangeWaiters.add(done);
+    });
+  }
+
+  /**
+   * A call only the leader can answer (etcd's LeaseRenew, LeaseTimeToLive and PromoteMember on a
+   * follower): answered here when this member leads, else forwarded to the leader, and forwarded
+   * again (to whichever member leads by then) until an answer or the request timeout. Waits for a
+   * leader when there is none ("no leader" when none comes in time); a forward that cannot reach
+   * the leader is retried, and the client sees "request timed out" if nothing answered in time,
+   * never the transport's own error.
+   */
+  private async viaLeader<T>(local: () => Promise<T>, forward: (url: string, timeoutMs: number) => Promise<T>): Promise<T> {
+    const deadline = performance.now() + this.requestTimeoutMs;
+    for (;;) {
+      if (this.stopped) throw etcdError('Stopped');
+      let remaining = deadline - performance.now();
+      if (remaining <= 0) throw etcdError('Timeout');
+      await this.waitLeader(remaining);
+      if (this.isLeader) return local();
+      remaining = deadline - performance.now();
+      if (remaining <= 0) throw etcdError('Timeout');
+      const url = this.members.get(this.leaderId)?.clientUrls[0];
+      if (url) {
+        try {
+          return await forward(url, Math.ceil(remaining));
+        } catch (e) {
+          if (!retryableForwardError(e)) throw e;
+        }
+      }
+      remaining = deadline - performance.now();
+      if (remaining <= 0) throw etcdError('Timeout');
+      await this.leaderChangeOrDelay(Math.min(FORWARD_RETRY_MS, remaining));
+    }
+  }
+
   /** Resolves when this member has applied everything committed before the call (linearizable read). */
   private async linearizableReadNotify(): Promise<void> {
     if (this.stopped) throw etcdError('Stopped');
-    if (this.leaderId === 0n) await this.waitLeader();
+    // etcd's read waits its request timeout for a read index no member without a leader can give.
+    if (this.leaderId === 0n) await this.waitLeaderOr('Timeout');
     // The only voter answers ReadIndex with its commit index at once: ask it directly instead of
     // through the Ready loop (measured: range-l-1c spent ~0.15 ms more than a serializable read).
     const readIndex = this.node.raw.singletonLeaderReadIndex();
@@ -948,8 +1083,7 @@ export class EtcdServer implements EtcdServerApi {
         this.metrics?.server.slowReadIndexes.inc();
         this.log.warn('timed out waiting for read index response (local node might have slow network)', { timeout: formatGoDurationMs(this.requestTimeoutMs) });
       }
-      const err = this.leaderId === 0n ? etcdError('NoLeader') : etcdError('Timeout');
-      for (const w of waiters) w.reject(err);
+      for (const w of waiters) w.reject(etcdError('Timeout'));
       this.issueReadIndex();
     }, this.requestTimeoutMs);
     this.readInFlight = { ctx, waiters, timer };
@@ -1086,14 +1220,6 @@ export class EtcdServer implements EtcdServerApi {
     return this.withHeader(resp);
   }
 
-  /** The leader's client URL, for lease calls only the leader can answer. */
-  private leaderUrl(): string {
-    const m = this.members.get(this.leaderId);
-    const url = m?.clientUrls[0];
-    if (!url) throw etcdError('NoLeader');
-    return url;
-  }
-
   private get leaderClient(): LeaderClient {
     this.leaderClientInstance ??= new LeaderClient(this.cfg.clientCredentials);
     return this.leaderClientInstance;
@@ -1101,11 +1227,18 @@ export class EtcdServer implements EtcdServerApi {
   private leaderClientInstance: LeaderClient | null = null;
 
   async leaseKeepAlive(req: pb.LeaseKeepAliveRequest): Promise<pb.LeaseKeepAliveResponse> {
-    await this.waitLeader();
-    if (!this.isLeader) {
-      const r = await this.leaderClient.keepAlive(this.leaderUrl(), req.ID, this.requestTimeoutMs);
-      return { header: this.header(), ID: r.ID, TTL: r.TTL } as pb.LeaseKeepAliveResponse;
-    }
+    if (this.isLeader) return this.renewHere(req);
+    return this.viaLeader(
+      async () => this.renewHere(req),
+      async (url, timeoutMs) => {
+        const r = await this.leaderClient.keepAlive(url, req.ID, timeoutMs);
+        return { header: this.header(), ID: r.ID, TTL: r.TTL } as pb.LeaseKeepAliveResponse;
+      },
+    );
+  }
+
+  /** A keepalive answered by this member's lessor (it leads). */
+  private renewHere(req: pb.LeaseKeepAliveRequest): pb.LeaseKeepAliveResponse {
     let ttl = 0;
     try {
       ttl = this.lessor.renew(BigInt(req.ID));
@@ -1120,11 +1253,17 @@ export class EtcdServer implements EtcdServerApi {
     // etcd's checkLeaseTimeToLive (3.4.26+, 3.5.9+; CVE-2023-32082): with auth on, a caller asking
     // for a lease's keys must be able to read each of them.
     if (req.keys) this.auth.checkLeaseKeys(ctx, () => this.lessor.timeToLive(BigInt(req.ID))?.keys ?? []);
-    await this.waitLeader();
     if (!this.isLeader) {
-      const r = await this.leaderClient.timeToLive(this.leaderUrl(), req, this.requestTimeoutMs);
-      return { ...r, header: this.header() };
+      return this.viaLeader(
+        () => this.timeToLiveHere(req),
+        async (url, timeoutMs) => ({ ...(await this.leaderClient.timeToLive(url, req, timeoutMs)), header: this.header() }),
+      );
     }
+    return this.timeToLiveHere(req);
+  }
+
+  /** A time-to-live answered by this member's lessor (it leads). */
+  private async timeToLiveHere(req: pb.LeaseTimeToLiveRequest): Promise<pb.LeaseTimeToLiveResponse> {
     await this.linearizableReadNotify();
     const t = this.lessor.timeToLive(BigInt(req.ID));
     if (!t) return { header: this.header(), ID: req.ID, TTL: '-1', grantedTTL: '0', keys: [] } as pb.LeaseTimeToLiveResponse;
@@ -1142,15 +1281,30 @@ export class EtcdServer implements EtcdServerApi {
     return { header: this.header(), leases: this.lessor.leases().map((id) => ({ ID: id.toString() })) } as pb.LeaseLeasesResponse;
   }
 
-  private waitLeader(): Promise<void> {
+  /** waitLeader, failing with `name` instead of "no leader" (what etcd says for that request). */
+  private async waitLeaderOr(name: ErrorName): Promise<void> {
+    try {
+      await this.waitLeader();
+    } catch (e) {
+      throw e instanceof EtcdError && e.message === Errors.NoLeader.message ? etcdError(name) : e;
+    }
+  }
+
+  /** Resolves once a leader is known; "no leader" when none is within `timeoutMs`. */
+  private waitLeader(timeoutMs = this.requestTimeoutMs): Promise<void> {
     if (this.leaderId !== 0n) return Promise.resolve();
     if (this.leaderWaiters.length >= MAX_READ_WAITERS) return Promise.reject(etcdError('RequestTooManyRequests'));
     return new Promise((resolve, reject) => {
-      const t = setTimeout(() => reject(etcdError('NoLeader')), this.requestTimeoutMs);
-      this.leaderWaiters.push(() => {
+      const w = (): void => {
         clearTimeout(t);
         resolve();
-      });
+      };
+      const t = setTimeout(() => {
+        const i = this.leaderWaiters.indexOf(w);
+        if (i >= 0) this.leaderWaiters.splice(i, 1);
+        reject(etcdError('NoLeader'));
+      }, timeoutMs);
+      this.leaderWaiters.push(w);
     });
   }
 
@@ -1183,13 +1337,13 @@ export class EtcdServer implements EtcdServerApi {
 
   private async proposeConfChange(type: number, nodeId: bigint, context: Record<string, unknown>): Promise<void> {
     if (this.stopped) throw etcdError('Stopped');
-    await this.waitLeader();
+    if (this.leaderId === 0n) await this.waitLeaderOr('ContextDeadlineExceeded');
     const reqId = this.idGen.next().toString();
     const cc = { type, nodeId, context: Buffer.from(JSON.stringify({ ...context, reqId })) };
-    const wait = this.proposals.register(reqId, () => etcdError('Timeout'));
+    const wait = this.proposals.register(reqId, this.proposalTimeout);
     if (!wait) throw etcdError('RequestTooManyRequests');
-    const queued = this.node.proposeConfChange(cc, (e) => this.proposals.fail(reqId, this.leaderId === 0n ? etcdError('NoLeader') : new EtcdError(14, e.message)));
-    if (!queued) this.proposals.fail(reqId, etcdError('RequestTooManyRequests'));
+    const onDropped = (e: Error): void => this.onProposalDropped(reqId, e, () => this.node.proposeConfChange(cc, onDropped));
+    if (!this.node.proposeConfChange(cc, onDropped)) this.proposals.fail(reqId, etcdError('RequestTooManyRequests'));
     const r = await wait;
     if (r.err) throw r.err;
   }
@@ -1255,24 +1409,33 @@ export class EtcdServer implements EtcdServerApi {
       if (!m) throw etcdError('MemberNotFound');
       if (!m.isLearner) throw etcdError('MemberNotLearner');
       if (!this.isLeader) {
-        await this.waitLeader();
-        if (!this.isLeader) {
-          forwarded = true;
-          return await this.leaderClient.memberPromote(this.leaderUrl(), req, this.requestTimeoutMs);
-        }
+        // etcd counts a failure only where the promotion was decided, not where it was forwarded from.
+        forwarded = true;
+        return await this.viaLeader(
+          async () => {
+            forwarded = false;
+            return this.promoteHere(id);
+          },
+          (url, timeoutMs) => this.leaderClient.memberPromote(url, req, timeoutMs),
+        );
       }
-      // etcd: the learner's log must be within 90% of the leader's.
-      const st = this.node.raw.status();
-      const pr = st.progress?.get(id);
-      if (!pr || pr.match < st.commit * 0.9) throw etcdError('LearnerNotReady');
-      await this.proposeConfChange(ConfChangeType.AddNode, id, {});
-      this.metrics?.server.learnerPromoteSuccesses.inc();
-      return { header: this.clusterHeader(), members: this.membersPb() } as pb.MemberPromoteResponse;
+      return await this.promoteHere(id);
     } catch (e) {
       // As etcd: counted by the member that decided, with the error's text as the reason.
       if (!forwarded) this.metrics?.server.learnerPromoteFailures.inc({ Reason: (e as Error).message });
       throw e;
     }
+  }
+
+  /** The leader's promotion of a learner. */
+  private async promoteHere(id: bigint): Promise<pb.MemberPromoteResponse> {
+    // etcd: the learner's log must be within 90% of the leader's.
+    const st = this.node.raw.status();
+    const pr = st.progress?.get(id);
+    if (!pr || pr.match < st.commit * 0.9) throw etcdError('LearnerNotReady');
+    await this.proposeConfChange(ConfChangeType.AddNode, id, {});
+    this.metrics?.server.learnerPromoteSuccesses.inc();
+    return { header: this.clusterHeader(), members: this.membersPb() } as pb.MemberPromoteResponse;
   }
 
   // ---------------------------------------------------------------- maintenance

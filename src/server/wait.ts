@@ -11,7 +11,8 @@ interface Pending<K, T> {
   reject(e: Error): void;
   /** performance.now() at which the wait fails with onTimeout(). */
   deadlineMs: number;
-  onTimeout: () => Error;
+  /** Builds the wait's error; given the performance.now() at which the wait was registered. */
+  onTimeout: (registeredAtMs: number) => Error;
 }
 
 /**
@@ -38,7 +39,7 @@ export class WaitRegistry<K extends SlotKey, T> {
   }
 
   /** Returns null when the registry is full (the caller answers "too many requests"). */
-  register(id: K, onTimeout: () => Error): Promise<T> | null {
+  register(id: K, onTimeout: (registeredAtMs: number) => Error): Promise<T> | null {
     if (this.pending.size >= this.maxPending) return null;
     const p: Pending<K, T> = { id, resolve: NOOP, reject: NOOP, deadlineMs: performance.now() + this.timeoutMs, onTimeout };
     // Entered before the promise exists, so a duplicate throws here rather than rejecting it.
@@ -98,7 +99,7 @@ export class WaitRegistry<K extends SlotKey, T> {
     for (const p of this.pending.values()) {
       if (p.deadlineMs <= now) {
         this.pending.delete(p.id);
-        p.reject(p.onTimeout());
+        p.reject(p.onTimeout(p.deadlineMs - this.timeoutMs));
       } else if (p.deadlineMs < nextDeadlineMs) {
         nextDeadlineMs = p.deadlineMs;
       }
