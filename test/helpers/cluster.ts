@@ -258,6 +258,8 @@ export interface ClusterOptions {
   onLog?: ((member: string, chunk: string) => void) | null;
   /** Runs for each member before its first launch, e.g. to restore a snapshot into its (empty) data dir. */
   beforeLaunch?: ((member: ClusterMember, initialCluster: string, token: string) => void) | null;
+  /** Where member `name` keeps its data (created if absent); default: a directory of the cluster's own. */
+  memberDataDir?: ((name: string) => string) | null;
 }
 
 /** Starts of a cluster retried when a member's port was taken before it could bind it. */
@@ -287,6 +289,7 @@ export class Cluster {
       env: options.env ?? {},
       onLog: options.onLog ?? null,
       beforeLaunch: options.beforeLaunch ?? null,
+      memberDataDir: options.memberDataDir ?? null,
     };
     assert(Number.isInteger(opts.lifetimeSec) && opts.lifetimeSec > 0);
     assert(opts.size >= 1 && opts.size <= MAX_MEMBERS);
@@ -319,7 +322,7 @@ export class Cluster {
   async prepareMember(): Promise<ClusterMember> {
     assert(this.nextIndex < MAX_MEMBERS * 2, 'too many members for one cluster test');
     const name = `${this.opts.namePrefix}${this.nextIndex++}`;
-    const dataDir = path.join(this.baseDir, name);
+    const dataDir = this.opts.memberDataDir?.(name) ?? path.join(this.baseDir, name);
     fs.mkdirSync(dataDir, { recursive: true });
     const clientPort = await freePort();
     let listenPeerPort = await freePort();

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { startEtcd, type EtcdMember } from '../helpers/etcd-process';
 import { EtcdGrpc, type Msg } from '../helpers/grpc';
 import { powerLossDisk, type PowerLossMode } from '../helpers/powerloss';
+import { SeededChoices } from '../helpers/random';
 import { sleepMs } from '../helpers/wait';
 
 /** What the member does before the power goes. */
@@ -52,14 +53,29 @@ async function writers(client: EtcdGrpc, acked: Acked, n: number, perWriter: num
   );
 }
 
-/** Runs `shape` on the member; every write it acknowledges goes into `acked`. */
+/** Writers that go on until the member dies under them (their failed puts were never acknowledged). */
+function writersUntilKilled(client: EtcdGrpc, acked: Acked, n: number): Promise<void> {
+  let failed = false;
+  return Promise.all(
+    Array.from({ length: n }, async (_, w) => {
+      for (let i = 0; !failed; i++) {
+        await put(client, acked, `live/w${w}/${String(i).padStart(6, '0')}`).catch(() => (failed = true));
+      }
+    }),
+  ).then(() => undefined);
+}
+
+/** Writers running when the power goes, per load shape (after its own steps). */
+const LIVE_WRITERS: Record<LoadShape, number> = { 'one-writer': 1, 'writers-16': 16, defrag: 0, 'compact-defrag': 4, leases: 4 };
+/** The power goes this long, at most, after the live writers have had this many writes acknowledged. */
+const MAX_LIVE_MS = 800;
+const MIN_LIVE_ACKS = 50;
+
+/** Runs `shape`'s own steps on the member; every write it acknowledges goes into `acked`. */
 async function load(shape: LoadShape, client: EtcdGrpc, acked: Acked, scale: number): Promise<void> {
   switch (shape) {
     case 'one-writer':
-      await writers(client, acked, 1, 200 * scale, 'one');
-      return;
     case 'writers-16':
-      await writers(client, acked, 16, 40 * scale, 'many');
       return;
     case 'defrag':
       // Writes, a defragmentation, then an idle stretch: nothing but the defragmentation itself
@@ -84,9 +100,8 @@ async function load(shape: LoadShape, client: EtcdGrpc, acked: Acked, scale: num
         const g = await client.unary('Lease', 'LeaseGrant', { TTL: 1 }, PUT_DEADLINE_MS);
         await client.unary('KV', 'Put', { key: Buffer.from(`lease/${i}`), value: Buffer.from('x'), lease: g['ID'] }, PUT_DEADLINE_MS);
       }
-      const deadline = Date.now() + 3_000;
-      let i = 0;
-      while (Date.now() < deadline) await put(client, acked, `lease-load/${String(i++).padStart(5, '0')}`);
+      // The writers that follow outlive the leases (1 s, 2 s at most after the grant).
+      await writers(client, acked, 1, 20 * scale, 'lease-load');
       return;
     }
   }
@@ -151,10 +166,24 @@ export async function powerLossRound(opts: RoundOptions): Promise<RoundResult> {
     const client = new EtcdGrpc(m.clientHostPort);
     try {
       await load(opts.shape, client, acked, opts.scale ?? 1);
+      const live = LIVE_WRITERS[opts.shape];
+      if (live > 0) {
+        // The power goes in the middle of the writes, at a moment the seed picks.
+        const before = acked.puts.size;
+        const writing = writersUntilKilled(client, acked, live);
+        const deadline = Date.now() + 30_000;
+        while (acked.puts.size < before + MIN_LIVE_ACKS) {
+          assert(Date.now() < deadline, 'the live writers made no progress');
+          await sleepMs(10);
+        }
+        await sleepMs(new SeededChoices(opts.seed).int(0, MAX_LIVE_MS));
+        await m.kill9();
+        await writing;
+      }
     } finally {
       client.close();
     }
-    await m.kill9();
+    if (m.proc.exitCode === null && m.proc.signalCode === null) await m.kill9();
     await disk.powerOff(opts.mode, opts.seed);
     await disk.powerOn();
     await m.restart();
