@@ -13,7 +13,7 @@ import { powerLossRound, type LoadShape } from '../powerloss/rounds';
 import type { PowerLossMode } from '../helpers/powerloss';
 
 const ROUNDS = Number(process.env['POWERLOSS_ROUNDS'] ?? '1');
-const SHAPES = (process.env['POWERLOSS_SHAPES'] ?? 'one-writer,writers-16,defrag,compact-defrag,leases').split(',') as LoadShape[];
+const SHAPES = (process.env['POWERLOSS_SHAPES'] ?? 'one-writer,writers-16,defrag,compact-defrag,leases,snapshot-save,wal-cut').split(',') as LoadShape[];
 const MODES: PowerLossMode[] = ['drop', 'meta', 'random'];
 const SERVERS: Array<[string, string | undefined]> = [
   ['ours', undefined],

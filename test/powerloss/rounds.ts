@@ -12,7 +12,7 @@ import { SeededChoices } from '../helpers/random';
 import { sleepMs } from '../helpers/wait';
 
 /** What the member does before the power goes. */
-export type LoadShape = 'one-writer' | 'writers-16' | 'defrag' | 'compact-defrag' | 'leases';
+export type LoadShape = 'one-writer' | 'writers-16' | 'defrag' | 'compact-defrag' | 'leases' | 'snapshot-save' | 'wal-cut';
 
 export interface RoundResult {
   acked: number;
@@ -24,6 +24,7 @@ export interface RoundResult {
 
 const PUT_DEADLINE_MS = 5_000;
 const VERIFY_DEADLINE_MS = 20_000;
+const MAX_HISTORY_BYTES = 16 * 1024 * 1024;
 
 interface Acked {
   /** key -> [value, mod revision] of each acknowledged put (every key is written once). */
@@ -66,7 +67,18 @@ function writersUntilKilled(client: EtcdGrpc, acked: Acked, n: number): Promise<
 }
 
 /** Writers running when the power goes, per load shape (after its own steps). */
-const LIVE_WRITERS: Record<LoadShape, number> = { 'one-writer': 1, 'writers-16': 16, defrag: 0, 'compact-defrag': 4, leases: 4 };
+const LIVE_WRITERS: Record<LoadShape, number> = {
+  'one-writer': 1,
+  'writers-16': 16,
+  defrag: 0,
+  'compact-defrag': 4,
+  leases: 4,
+  'snapshot-save': 0,
+  'wal-cut': 2,
+};
+/** Large values that fill a WAL segment (64 MB) so that the log cuts a new one. */
+const BIG_VALUE_BYTES = 1024 * 1024;
+const BIG_VALUES = 70;
 /** The power goes this long, at most, after the live writers have had this many writes acknowledged. */
 const MAX_LIVE_MS = 800;
 const MIN_LIVE_ACKS = 50;
@@ -93,6 +105,36 @@ async function load(shape: LoadShape, client: EtcdGrpc, acked: Acked, scale: num
       }
       await put(client, acked, 'after-compact-defrag');
       return;
+    case 'snapshot-save': {
+      // A client streams a snapshot (etcdctl snapshot save) while writes go on; the power goes
+      // with the snapshot half read.
+      await writers(client, acked, 4, 50 * scale, 'before-snap');
+      const stream = client.serverStream('Maintenance', 'Snapshot', {});
+      let chunks = 0;
+      const firstChunk = new Promise<void>((resolve, reject) => {
+        stream.on('data', () => {
+          if (++chunks === 1) resolve();
+        });
+        stream.on('error', reject);
+      });
+      await Promise.all([firstChunk, writers(client, acked, 4, 25 * scale, 'during-snap')]);
+      stream.pause();
+      return;
+    }
+    case 'wal-cut':
+      // Past a segment's 64 MB: the log cuts a new segment (and the writes go on into it).
+      await Promise.all(
+        Array.from({ length: 2 }, async (_, w) => {
+          for (let i = 0; i < BIG_VALUES / 2; i++) {
+            const key = `big/w${w}/${i}`;
+            const value = `${key}=`.padEnd(BIG_VALUE_BYTES, String.fromCharCode(97 + (i % 26)));
+            const r = await client.unary('KV', 'Put', { key: Buffer.from(key), value: Buffer.from(value) }, 30_000);
+            acked.puts.set(key, [value, revisionOf(r)]);
+            acked.maxRevision = Math.max(acked.maxRevision, revisionOf(r));
+          }
+        }),
+      );
+      return;
     case 'leases': {
       // Keys attached to short leases that expire (their revokes go through the log) while
       // other writes go on.
@@ -110,18 +152,28 @@ async function load(shape: LoadShape, client: EtcdGrpc, acked: Acked, scale: num
 /** Every acknowledged put, as the restarted member serves it (all of them if nothing was lost). */
 async function verify(client: EtcdGrpc, acked: Acked): Promise<{ lost: string[]; revision: number }> {
   const lost: string[] = [];
-  const r = await client.unary('KV', 'Range', { key: Buffer.from([0]), range_end: Buffer.from([0]) }, VERIFY_DEADLINE_MS);
+  // In pages (the wal-cut shape's values are 1 MiB each), all at the first page's revision.
   const served = new Map<string, [string, number]>();
-  for (const kv of (r['kvs'] as Msg[]) ?? []) served.set(String(kv['key']), [String(kv['value']), Number(kv['mod_revision'])]);
+  let from = Buffer.from([0]);
+  let revision = 0;
+  for (;;) {
+    const r = await client.unary('KV', 'Range', { key: from, range_end: Buffer.from([0]), limit: '16', revision: String(revision) }, VERIFY_DEADLINE_MS);
+    revision ||= revisionOf(r);
+    const kvs = (r['kvs'] as Msg[]) ?? [];
+    for (const kv of kvs) served.set(String(kv['key']), [String(kv['value']), Number(kv['mod_revision'])]);
+    if (!r['more'] || kvs.length === 0) break;
+    from = Buffer.concat([kvs[kvs.length - 1]!['key'] as Buffer, Buffer.from([0])]);
+  }
   for (const [key, [value, rev]] of acked.puts) {
     const got = served.get(key);
     if (got === undefined || got[0] !== value || got[1] !== rev) lost.push(`${key}@${rev}: ${got ? `${got[0]}@${got[1]}` : 'missing'}`);
   }
-  const revision = revisionOf(r);
-  // History: a watch from the first revision kept replays each acknowledged put at its revision.
-  const from = acked.compactedTo + 1;
-  const want = [...acked.puts].filter(([, [, rev]]) => rev >= from);
-  if (want.length > 0 && lost.length === 0) {
+  // History: a watch from the first revision kept replays each acknowledged put at its revision
+  // (not for the 1 MiB values: a watch response holds many events, past a client's receive limit).
+  const historyFrom = acked.compactedTo + 1;
+  const want = [...acked.puts].filter(([, [, rev]]) => rev >= historyFrom);
+  const historyBytes = want.reduce((n, [, [value]]) => n + value.length, 0);
+  if (want.length > 0 && lost.length === 0 && historyBytes < MAX_HISTORY_BYTES) {
     const seen = new Map<string, number>();
     const w = client.bidi('Watch', 'Watch', VERIFY_DEADLINE_MS);
     await new Promise<void>((resolve, reject) => {
@@ -130,11 +182,11 @@ async function verify(client: EtcdGrpc, acked: Acked): Promise<{ lost: string[];
           const kv = ev['kv'] as Msg;
           seen.set(String(kv['key']), Number(kv['mod_revision']));
         }
-        if (m['compact_revision'] && Number(m['compact_revision']) > 0) reject(new Error(`watch from ${from} compacted at ${String(m['compact_revision'])}`));
+        if (m['compact_revision'] && Number(m['compact_revision']) > 0) reject(new Error(`watch from ${historyFrom} compacted at ${String(m['compact_revision'])}`));
         if (want.every(([k]) => seen.has(k))) resolve();
       });
       w.on('error', reject);
-      w.write({ create_request: { key: Buffer.from([0]), range_end: Buffer.from([0]), start_revision: String(from) } });
+      w.write({ create_request: { key: Buffer.from([0]), range_end: Buffer.from([0]), start_revision: String(historyFrom) } });
     }).finally(() => w.cancel());
     for (const [key, [, rev]] of want) if (seen.get(key) !== rev) lost.push(`${key}: watch replayed it at ${seen.get(key)}, acknowledged at ${rev}`);
   }
@@ -166,6 +218,10 @@ export async function powerLossRound(opts: RoundOptions): Promise<RoundResult> {
     const client = new EtcdGrpc(m.clientHostPort);
     try {
       await load(opts.shape, client, acked, opts.scale ?? 1);
+      if (opts.shape === 'wal-cut') {
+        const segments = fs.readdirSync(path.join(dataDir, 'member', 'wal')).filter((n) => n.endsWith('.wal'));
+        assert(segments.length >= 2, `the log cut no new segment: ${segments.join(', ')}`);
+      }
       const live = LIVE_WRITERS[opts.shape];
       if (live > 0) {
         // The power goes in the middle of the writes, at a moment the seed picks.
