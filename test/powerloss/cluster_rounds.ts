@@ -6,12 +6,12 @@ import assert from 'node:assert';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Cluster, type ClusterMember } from '../helpers/cluster';
-import type { Msg } from '../helpers/grpc';
+import { isRpcError, type Msg } from '../helpers/grpc';
 import { powerLossDisk, type PowerLossDisk, type PowerLossMode } from '../helpers/powerloss';
 import { SeededChoices } from '../helpers/random';
 import { sleepMs, waitFor } from '../helpers/wait';
 
-export type ClusterFault = 'leader' | 'two' | 'all' | 'snapshot-follower';
+export type ClusterFault = 'leader' | 'two' | 'all' | 'snapshot-follower' | 'member-add';
 
 const PUT_DEADLINE_MS = 5_000;
 const READY_TIMEOUT_MS = 30_000;
@@ -84,7 +84,8 @@ export async function clusterPowerLossRound(opts: { bin?: string; fault: Cluster
   const disks: PowerLossDisk[] = [];
   let cluster: Cluster | null = null;
   try {
-    for (let i = 0; i < 3; i++) disks.push(await powerLossDisk());
+    // member-add brings a fourth member, on a disk of its own.
+    for (let i = 0; i < (opts.fault === 'member-add' ? 4 : 3); i++) disks.push(await powerLossDisk());
     const diskOf = new Map<string, PowerLossDisk>();
     const snapshots = opts.bin === undefined ? ['--snapshot-count=100', '--experimental-snapshot-catchup-entries=50'] : ['--snapshot-count=100'];
     cluster = await Cluster.start({
@@ -122,6 +123,33 @@ export async function clusterPowerLossRound(opts: { bin?: string; fault: Cluster
       // (Both servers log etcd's line once a leader's snapshot is in place.)
       assert(f.logs().slice(logBefore).includes('applied snapshot'), `${f.name} caught up without installing a snapshot`);
       victims = [f];
+    } else if (opts.fault === 'member-add') {
+      // A member joins while writes go on; the power goes for all four once it serves.
+      const stop = { now: false };
+      const writing = writeUntil(leader, acked, 'joining', stop);
+      await waitAcks(acked, MIN_LIVE_ACKS);
+      const m3 = await c.prepareMember();
+      // etcd refuses a member change until its members have been connected for 5 s ("unhealthy cluster").
+      await waitFor(
+        'the member to be added',
+        async () => {
+          try {
+            return await leader.client().unary('Cluster', 'MemberAdd', { peerURLs: [m3.peerUrl] }, 10_000);
+          } catch (e) {
+            if (isRpcError(e) && e.details === 'etcdserver: unhealthy cluster') return undefined;
+            throw e;
+          }
+        },
+        { timeoutMs: 20_000, intervalMs: 250 },
+      );
+      c.members.push(m3);
+      m3.launch(c.initialClusterOf(c.members), 'existing', c.token, c.opts.args);
+      await m3.waitReady(READY_TIMEOUT_MS);
+      await sleepMs(rng.int(0, MAX_LIVE_MS));
+      victims = [...c.members];
+      await Promise.all(victims.map((m) => m.kill9()));
+      stop.now = true;
+      await writing;
     } else {
       victims = opts.fault === 'leader' ? [leader] : opts.fault === 'two' ? [leader, rng.pick(followers)] : [...c.members];
       const stop = { now: false };
