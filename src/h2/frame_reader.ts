@@ -100,6 +100,12 @@ export function unpad(flags: number, payload: Buffer, extra: number): Buffer {
 
 /** A header block (HEADERS plus CONTINUATIONs) larger than this ends the connection, either side's. */
 export const MAX_HEADER_BLOCK_BYTES = 64 * 1024;
+/**
+ * CONTINUATION frames one header block may have. A 64 KiB block needs 4 at the default frame size;
+ * clients send none for gRPC. Without a count, empty CONTINUATIONs (no bytes toward the size bound)
+ * were kept without end: one connection sending them filled the heap (the CONTINUATION flood).
+ */
+export const MAX_CONTINUATION_FRAMES = 64;
 
 /** A complete header block: the HEADERS frame's stream and flags, and the HPACK bytes of all its frames. */
 export interface HeaderBlock {
@@ -113,7 +119,7 @@ export interface HeaderBlock {
  * is open, any other frame is a connection error (section 6.10): callers check `open` first.
  */
 export class HeaderBlockCollector {
-  private current: { streamId: number; flags: number; parts: Buffer[]; bytes: number } | undefined;
+  private current: { streamId: number; flags: number; parts: Buffer[]; bytes: number; frames: number } | undefined;
 
   constructor(private readonly maxBlockBytes = MAX_HEADER_BLOCK_BYTES) {}
 
@@ -127,7 +133,7 @@ export class HeaderBlockCollector {
     const fragment = unpad(flags, payload, flags & FLAG_PRIORITY ? 5 : 0);
     if (fragment.length > this.maxBlockBytes) throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header block too large');
     if (flags & FLAG_END_HEADERS) return { streamId, flags, block: fragment };
-    this.current = { streamId, flags, parts: [fragment], bytes: fragment.length };
+    this.current = { streamId, flags, parts: [fragment], bytes: fragment.length, frames: 0 };
     return undefined;
   }
 
@@ -135,9 +141,10 @@ export class HeaderBlockCollector {
   continuation(flags: number, streamId: number, payload: Buffer): HeaderBlock | undefined {
     const hb = this.current;
     if (hb === undefined || hb.streamId !== streamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'unexpected CONTINUATION');
-    hb.parts.push(payload);
+    if (++hb.frames > MAX_CONTINUATION_FRAMES) throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many CONTINUATION frames');
     hb.bytes += payload.length;
     if (hb.bytes > this.maxBlockBytes) throw new ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header block too large');
+    if (payload.length > 0) hb.parts.push(payload);
     if ((flags & FLAG_END_HEADERS) === 0) return undefined;
     this.current = undefined;
     return { streamId: hb.streamId, flags: hb.flags, block: Buffer.concat(hb.parts, hb.bytes) };

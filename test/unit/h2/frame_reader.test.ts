@@ -1,6 +1,6 @@
 // The receiving half of HTTP/2 framing that our server connection and the peers' client share.
 import { describe, expect, it } from 'vitest';
-import { ConnectionError, FrameSplitter, HeaderBlockCollector, unpad } from '../../../src/h2/frame_reader';
+import { ConnectionError, FrameSplitter, HeaderBlockCollector, MAX_CONTINUATION_FRAMES, unpad } from '../../../src/h2/frame_reader';
 import { ErrorCode, FLAG_END_HEADERS, FLAG_PADDED, FLAG_PRIORITY, FrameType, PREFACE, frame } from '../../../src/h2/frames';
 
 type Got = [type: number, flags: number, streamId: number, payload: string];
@@ -109,6 +109,17 @@ describe('HeaderBlockCollector', () => {
     expect(c.continuation(0, 5, Buffer.from('cd'))).toBeUndefined();
     expect(c.continuation(FLAG_END_HEADERS, 5, Buffer.from('ef'))).toEqual({ streamId: 5, flags: 1, block: Buffer.from('abcdef') });
     expect(c.open).toBe(false);
+  });
+
+  it('ends the connection on a flood of empty CONTINUATIONs (bounded by count, not only by bytes)', () => {
+    const c = new HeaderBlockCollector(1024);
+    c.headers(0, 1, Buffer.from('ab'));
+    for (let i = 0; i < MAX_CONTINUATION_FRAMES; i++) expect(c.continuation(0, 1, Buffer.alloc(0))).toBeUndefined();
+    expect(connectionError(() => c.continuation(0, 1, Buffer.alloc(0))).code).toBe(ErrorCode.ENHANCE_YOUR_CALM);
+    const d = new HeaderBlockCollector(1024);
+    d.headers(0, 1, Buffer.from('ab'));
+    for (let i = 0; i < MAX_CONTINUATION_FRAMES - 1; i++) d.continuation(0, 1, Buffer.alloc(0));
+    expect(d.continuation(FLAG_END_HEADERS, 1, Buffer.from('c'))).toEqual({ streamId: 1, flags: 0, block: Buffer.from('abc') });
   });
 
   it('refuses a CONTINUATION without HEADERS or on another stream, and a block over its bound', () => {
