@@ -40,6 +40,18 @@ function unmount(dir: string): void {
   assert.equal(r.status, 0, `fusermount -u ${dir}: ${r.stderr}`);
 }
 
+/** Mount points of this process's disks, unmounted (lazily) if the test runner exits first. */
+const mountedDirs = new Set<string>();
+let exitHookInstalled = false;
+
+function unmountAllOnExit(): void {
+  if (exitHookInstalled) return;
+  exitHookInstalled = true;
+  process.on('exit', () => {
+    for (const dir of mountedDirs) unmount(dir);
+  });
+}
+
 /** Mounts a fresh, empty power-loss disk. */
 export async function powerLossDisk(): Promise<PowerLossDisk> {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'powerloss-'));
@@ -87,7 +99,8 @@ export async function powerLossDisk(): Promise<PowerLossDisk> {
   };
 
   await mount();
-  process.on('exit', () => unmount(dir));
+  unmountAllOnExit();
+  mountedDirs.add(dir);
   return {
     dir,
     async powerOff(mode, seed) {
@@ -99,6 +112,7 @@ export async function powerLossDisk(): Promise<PowerLossDisk> {
     powerOn: mount,
     async dispose() {
       if (daemon !== null) await unmountAndWait();
+      mountedDirs.delete(dir);
       fs.rmSync(root, { recursive: true, force: true });
     },
   };
