@@ -5,7 +5,7 @@
 import assert from 'node:assert';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Cluster, type ClusterMember } from '../helpers/cluster';
+import { Cluster, revisionOf, type ClusterMember } from '../helpers/cluster';
 import { isRpcError, type Msg } from '../helpers/grpc';
 import { powerLossDisk, type PowerLossDisk, type PowerLossMode } from '../helpers/powerloss';
 import { SeededChoices } from '../helpers/random';
@@ -22,10 +22,6 @@ const MIN_LIVE_ACKS = 50;
 interface Acked {
   puts: Map<string, [string, number]>;
   maxRevision: number;
-}
-
-function revisionOf(r: Msg): number {
-  return Number((r['header'] as Msg)['revision']);
 }
 
 /** Writers to `m` until it dies (or `stop` is set); what it acknowledged goes into `acked`. */

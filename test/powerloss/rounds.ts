@@ -5,6 +5,7 @@
 import assert from 'node:assert';
 import fs from 'node:fs';
 import path from 'node:path';
+import { revisionOf } from '../helpers/cluster';
 import { startEtcd, type EtcdMember } from '../helpers/etcd-process';
 import { EtcdGrpc, type Msg } from '../helpers/grpc';
 import { powerLossDisk, type PowerLossMode } from '../helpers/powerloss';
@@ -32,10 +33,6 @@ interface Acked {
   maxRevision: number;
   /** Revisions compacted away: history below this may not replay. */
   compactedTo: number;
-}
-
-function revisionOf(r: Msg): number {
-  return Number((r['header'] as Msg)['revision']);
 }
 
 async function put(client: EtcdGrpc, acked: Acked, key: string): Promise<void> {
