@@ -1023,21 +1023,17 @@ export class Backend {
    * Replaces the whole database with a copy received from the leader (the bytes of a
    * snapshotStream() without its sha256 trailer), durably, then reloads the consistent index.
    */
-  async installSnapshot(dbBytes: Buffer): Promise<void> {
+  /**
+   * Puts the database file at `file` (a leader's snapshot, already fsynced where it lies, in the
+   * same directory) in place of this one; the rename is made durable before this resolves.
+   */
+  async installSnapshotFile(file: string): Promise<void> {
     assert(!this.closed, 'backend is closed');
     assert(this.depth === 0, 'installSnapshot inside a batch');
+    assert.equal(path.dirname(path.resolve(file)), path.dirname(path.resolve(this.filePath)), 'a snapshot database is renamed into place from its own directory');
     if (this.defragging) await this.defragging.catch(() => undefined);
     await this.flushed();
-    const incoming = `${this.filePath}.incoming`;
-    fs.rmSync(incoming, { force: true });
-    const fd = fs.openSync(incoming, 'w', 0o600);
-    try {
-      fs.writeSync(fd, dbBytes);
-      fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
-    }
-    await this.swapFile(incoming);
+    await this.swapFile(file);
     const raw = this.meta.getBinary(Buffer.from(CONSISTENT_INDEX_KEY));
     this.ci = raw ? Number(Buffer.from(raw).readBigUInt64BE(0)) : 0;
   }

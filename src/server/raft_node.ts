@@ -7,6 +7,7 @@ import type { Logger } from '../log';
 import { StateType } from '../raft';
 import type { ConfChange, Entry, Message, RawNode, ReadState, SoftState, Ready, MemoryStorage, Snapshot } from '../raft';
 import type { Wal } from '../wal/wal';
+import { failpoint, failpointsArmed } from '../runtime/failpoints';
 
 export interface RaftNodeHooks {
   onSoftState(ss: SoftState): void;
@@ -16,7 +17,9 @@ export interface RaftNodeHooks {
   send(msgs: Message[]): void;
   /** After each Ready cycle: a chance to snapshot/compact the log. */
   afterAdvance(): Promise<void>;
-  /** A snapshot from the leader must replace the applied state before the WAL records it. */
+  /** A snapshot from the leader: its database saved durably, before the WAL records the snapshot. */
+  saveSnapshot(snap: Snapshot): Promise<void>;
+  /** Then, once the WAL holds the snapshot, its database replaces the applied state. */
   installSnapshot(snap: Snapshot): Promise<void>;
   /** After each save: bytes written, seconds for the whole save, whether it synced, seconds of its write() alone. */
   onWalSaved?(bytes: number, seconds: number, synced: boolean, writeSeconds: number): void;
@@ -249,9 +252,16 @@ export class RaftNode {
       while (early < rd.committedEntries.length && rd.committedEntries[early].index <= heldUpTo) early++;
       if (early > 0) this.hooks.applyEntries(early === rd.committedEntries.length ? rd.committedEntries : rd.committedEntries.slice(0, early));
     }
-    // Order matters for crash safety: the state first, then the WAL that drops older entries.
-    if (rd.snapshot && rd.snapshot.metadata.index > 0) await this.hooks.installSnapshot(rd.snapshot);
+    // Order matters for crash safety (etcd's): the snapshot's database is saved beside the backend,
+    // then the WAL records the snapshot (dropping the log before it), then the database replaces
+    // the backend. A crash between the last two leaves the saved file for start-up to install.
+    const installing = rd.snapshot !== null && rd.snapshot.metadata.index > 0;
+    if (installing) {
+      await this.hooks.saveSnapshot(rd.snapshot!);
+      if (failpointsArmed) await failpoint('raftBeforeSaveSnap');
+    }
     if (rd.hardState || rd.entries.length > 0 || rd.snapshot) {
+      if (failpointsArmed) await failpoint('raftBeforeSave');
       const t0 = process.hrtime.bigint();
       const mustSync = rd.mustSync || rd.snapshot !== null;
       const inline = this.inlineSync(rd, mustSync, sendFirst);
@@ -259,9 +269,11 @@ export class RaftNode {
       const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
       if (mustSync) this.lastSyncedSaveMs = seconds * 1000;
       this.hooks.onWalSaved?.(bytes, seconds, mustSync, this.wal.lastWriteSeconds);
+      if (failpointsArmed) await failpoint(installing ? 'raftAfterSaveSnap' : 'raftAfterSave');
       if (this.stopped) return;
     }
     if (rd.snapshot) {
+      if (installing) await this.hooks.installSnapshot(rd.snapshot);
       this.storage.applySnapshot(rd.snapshot);
       this.durableIndex = rd.snapshot.metadata.index;
     }

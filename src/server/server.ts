@@ -18,6 +18,8 @@ import { ConfChangeType, EntryType, MemoryStorage, RawNode, StateType, decodeCon
 import type { ConfChange, Entry, Message, ReadState, Snapshot, SoftState } from '../raft';
 import { assertWalDirNotEtcd, Wal } from '../wal/wal';
 import { writeEtcdSnapshotOffThread } from './etcd_snapshot';
+import { removeSnapshotDbs, saveSnapshotDb, snapshotDbPath } from './snapshot_db';
+import { armFailpoints } from '../runtime/failpoints';
 import { lockDir, type DirLock } from '../runtime/dir_lock';
 import { BCRYPT_MAX_COST, BCRYPT_MIN_COST } from '../auth/bcrypt';
 import { DEFAULT_BCRYPT_COST } from '../auth/password';
@@ -202,6 +204,7 @@ export class EtcdServer implements EtcdServerApi {
   // ---------------------------------------------------------------- start-up
 
   static async start(cfg: ServerConfig, log: Logger, metrics: EtcdMetrics | null = null): Promise<EtcdServer> {
+    armFailpoints(process.env['GOFAIL_FAILPOINTS']);
     const memberDir = path.join(cfg.dataDir, 'member');
     // --wal-dir puts the log elsewhere (a dedicated disk), as etcd's does.
     const walDir = cfg.walDir ? cfg.walDir : path.join(memberDir, 'wal');
@@ -226,6 +229,18 @@ export class EtcdServer implements EtcdServerApi {
       batchLimit: cfg.backendBatchLimit ? Math.min(cfg.backendBatchLimit, MAX_BATCH_LIMIT) : undefined,
       unsafeNoFsync: cfg.unsafeNoFsync,
     });
+    // A leader's snapshot the WAL recorded but the backend did not take yet (the power went in
+    // between): its database waits in the snap directory, fsynced before the WAL was written.
+    const walSnapshot = haveWal ? wal.readAll().snapshot : null;
+    const pendingSnapDb = walSnapshot ? snapshotDbPath(snapDir, walSnapshot.index) : null;
+    if (walSnapshot && pendingSnapDb && backend.consistentIndex() < walSnapshot.index && fs.existsSync(pendingSnapDb)) {
+      assertLmdbFile(pendingSnapDb);
+      log.info('recovering v3 backend from snapshot', { 'snapshot-index': walSnapshot.index, 'backend-consistent-index': backend.consistentIndex(), path: pendingSnapDb });
+      await backend.installSnapshotFile(pendingSnapDb);
+      log.info('recovered v3 backend from snapshot', { 'backend-size-bytes': backend.sizeBytes(), 'consistent-index': backend.consistentIndex() });
+    }
+    // Anything else there is a snapshot received but never recorded, or one installed already.
+    for (const f of removeSnapshotDbs(snapDir)) log.info('removed unused snapshot database', { path: f });
     const members = new Members(backend.subDb('members'), backend.subDb('members_removed'));
     const alarms = new Alarms(backend.subDb('alarm'));
 
@@ -301,8 +316,18 @@ export class EtcdServer implements EtcdServerApi {
     assert.equal(contents.entries.length, 0, 'WAL entries read into memory at start-up');
     const heads = contents.entryHeads;
     const lastWalIndex = heads.length > 0 ? heads[heads.length - 1].index : snapshotIndex;
-    // The state can never hold an entry the log lost: entries are fsynced before they are applied.
-    assert(applied <= lastWalIndex, `backend applied index ${applied} is past the last WAL entry ${lastWalIndex}`);
+    // The backend may be ahead of the log: a leader's snapshot database carries whatever the leader
+    // had applied when it was taken, often past the snapshot's index, and the power may go before
+    // this member's log holds those entries again. They were committed (the leader applied them),
+    // so nothing is lost: Raft starts at the log's end and the leader sends them again; applying
+    // them skips what the backend has (etcd does the same). Own entries are fsynced before they are
+    // applied, so only a leader's snapshot can put the backend ahead.
+    if (applied > lastWalIndex) {
+      log.info('backend is ahead of the WAL (a leader snapshot carried entries past its index); catching up from the leader', {
+        'backend-consistent-index': applied,
+        'last-wal-index': lastWalIndex,
+      });
+    }
     // The log keeps no entry at or below its snapshot: a backend behind it (lost, or replaced by an
     // older copy) cannot be brought up to date from here. etcd refuses to start too; serving less
     // than was acknowledged is worse than not serving.
@@ -315,7 +340,7 @@ export class EtcdServer implements EtcdServerApi {
     }
     // A commit-index-only hard state is written without fsync (etcd-raft's MustSync), so after a
     // crash the WAL's commit may trail what was applied; applied entries were committed.
-    const hardState = { ...contents.hardState, commit: Math.max(contents.hardState.commit, applied) };
+    const hardState = { ...contents.hardState, commit: Math.max(contents.hardState.commit, Math.min(applied, lastWalIndex)) };
     storage.setHardState(hardState);
     // The log's entries stay in the WAL until Raft asks for their data: entries not yet applied,
     // and entries a follower lacks.
@@ -325,7 +350,7 @@ export class EtcdServer implements EtcdServerApi {
     // those entries that is all that lives outside the backend (in the Raft core's configuration),
     // so they are applied to the core below; reading back the rest (the whole log since the
     // snapshot, usually) would only churn through memory.
-    const raftApplied = Math.max(applied, snapshotIndex);
+    const raftApplied = Math.min(Math.max(applied, snapshotIndex), lastWalIndex);
 
     const electionTick = Math.max(2, Math.round(cfg.electionTimeoutMs / cfg.heartbeatIntervalMs));
     const raw = new RawNode({
@@ -395,6 +420,7 @@ export class EtcdServer implements EtcdServerApi {
       applyEntries: (ents) => server.applyEntries(ents),
       send: (msgs) => server.sendToPeers(msgs),
       afterAdvance: () => server.maybeSnapshot(),
+      saveSnapshot: (snap) => server.saveSnapshot(snap),
       installSnapshot: (snap) => server.installSnapshot(snap),
       fatal: (e) => server.fatal(e),
       // etcd observes its WAL fsync histogram per fdatasync: saves that needed none (a commit
@@ -557,19 +583,31 @@ export class EtcdServer implements EtcdServerApi {
   }
 
   /** Replace the applied state with the leader's copy (called by the node loop before the WAL saves it). */
-  async installSnapshot(snap: Snapshot): Promise<void> {
+  /** The database of a leader's snapshot, checked and saved durably beside `db` (before the WAL records the snapshot). */
+  async saveSnapshot(snap: Snapshot): Promise<void> {
     const data = snap.data;
     const SHA_BYTES = 32;
     if (data.length <= SHA_BYTES) throw new Error(`snapshot at index ${snap.metadata.index} carries no database`);
     const db = data.subarray(0, data.length - SHA_BYTES);
     const sum = createHash('sha256').update(db).digest();
     if (!sum.equals(data.subarray(data.length - SHA_BYTES))) throw new Error('snapshot database checksum mismatch');
+    this.pendingSnapshotDb = await saveSnapshotDb(path.dirname(this.backend.filePath), snap.metadata.index, db, this.cfg.unsafeNoFsync === true);
+  }
+
+  /** The file saveSnapshot wrote, until installSnapshot renames it over the backend. */
+  private pendingSnapshotDb: string | null = null;
+
+  /** Replaces the state with the leader's snapshot saved by saveSnapshot (the WAL has recorded it by now). */
+  async installSnapshot(snap: Snapshot): Promise<void> {
+    const file = this.pendingSnapshotDb;
+    assert(file !== null && file === snapshotDbPath(path.dirname(this.backend.filePath), snap.metadata.index), `snapshot ${snap.metadata.index} installed before its database was saved`);
+    this.pendingSnapshotDb = null;
     // Entries waiting for a defragmentation come before the snapshot: apply them first.
     if (this.deferredApplies !== null) this.applyDeferredWithoutWaiting();
     this.log.info('applying snapshot', { 'incoming-leader-snapshot-index': snap.metadata.index, 'current-applied-index': this.appliedIndex });
     this.metrics?.server.snapshotApplyInProgress.set(1);
     try {
-      await this.backend.installSnapshot(Buffer.from(db));
+      await this.backend.installSnapshotFile(file);
     } finally {
       this.metrics?.server.snapshotApplyInProgress.set(0);
     }

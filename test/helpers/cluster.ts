@@ -89,18 +89,19 @@ export class ClusterMember {
     this.spawnProc();
   }
 
-  /** Start again on the same data dir and flags (the WAL decides the membership). */
-  relaunch(): void {
+  /** Start again on the same data dir and flags (the WAL decides the membership); `env` adds to the cluster's environment for this run. */
+  relaunch(env?: Readonly<Record<string, string>>): void {
     assert(this.lastArgs.length > 0 && (this.proc === null || exited(this.proc)));
     // A channel that saw the port refused while the member was down sits in grpc-js's reconnect
     // backoff and fails calls fast ("No connection established") after the member is back.
     this.closeClient();
-    this.spawnProc();
+    this.spawnProc(env);
   }
 
-  private spawnProc(): void {
-    this.appendLog(`--- ${new Date().toISOString()} start ${this.bin} ${this.lastArgs.join(' ')}\n`);
-    const p = spawnServer(this.bin, this.lastArgs, this.hooks.lifetimeSec, this.hooks.env);
+  private spawnProc(env?: Readonly<Record<string, string>>): void {
+    const envText = env ? Object.entries(env).map(([k, v]) => `${k}=${v} `).join('') : '';
+    this.appendLog(`--- ${new Date().toISOString()} start ${envText}${this.bin} ${this.lastArgs.join(' ')}\n`);
+    const p = spawnServer(this.bin, this.lastArgs, this.hooks.lifetimeSec, env ? { ...this.hooks.env, ...env } : this.hooks.env);
     p.stdout?.on('data', (c: Buffer) => this.appendLog(c.toString('utf8')));
     p.stderr?.on('data', (c: Buffer) => this.appendLog(c.toString('utf8')));
     p.on('exit', (code, sig) => {

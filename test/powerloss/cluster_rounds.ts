@@ -19,13 +19,13 @@ const WRITERS = 8;
 const MAX_LIVE_MS = 800;
 const MIN_LIVE_ACKS = 50;
 
-interface Acked {
+export interface Acked {
   puts: Map<string, [string, number]>;
   maxRevision: number;
 }
 
 /** Writers to `m` until it dies (or `stop` is set); what it acknowledged goes into `acked`. */
-function writeUntil(m: ClusterMember, acked: Acked, prefix: string, stop: { now: boolean }): Promise<void> {
+export function writeUntil(m: ClusterMember, acked: Acked, prefix: string, stop: { now: boolean }): Promise<void> {
   let failed = false;
   return Promise.all(
     Array.from({ length: WRITERS }, async (_, w) => {
@@ -44,12 +44,12 @@ function writeUntil(m: ClusterMember, acked: Acked, prefix: string, stop: { now:
   ).then(() => undefined);
 }
 
-async function waitAcks(acked: Acked, atLeast: number): Promise<void> {
+export async function waitAcks(acked: Acked, atLeast: number): Promise<void> {
   await waitFor('writes to be acknowledged', async () => (acked.puts.size >= atLeast ? true : undefined), { timeoutMs: 30_000, intervalMs: 10 });
 }
 
 /** Every member's serializable view once they converged: each acknowledged write there, one HashKV. */
-async function verify(cluster: Cluster, acked: Acked): Promise<string[]> {
+export async function verify(cluster: Cluster, acked: Acked): Promise<string[]> {
   const lost: string[] = [];
   const revision = await cluster.waitConverged(cluster.members, 30_000);
   if (revision < acked.maxRevision) lost.push(`revision went back: ${revision} < ${acked.maxRevision}`);

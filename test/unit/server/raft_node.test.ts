@@ -73,6 +73,7 @@ function startNode(members: bigint[], proposalsWaiting: () => number): Started {
     },
     send: (msgs) => sent.push(...msgs),
     afterAdvance: async () => undefined,
+    saveSnapshot: async () => undefined,
     installSnapshot: async () => undefined,
     fatal: (e) => {
       throw e;
