@@ -16,6 +16,7 @@ import { Wal } from '../wal/wal';
 import { importEtcdDb } from './import_etcd';
 import { EtcdutlError } from './errors';
 import { copyVerifiedDb } from './snapshot_file';
+import { fsyncDir, mkdirDurable } from '../runtime/fsync';
 
 export interface RestoreOptions {
   snapshotPath: string;
@@ -82,7 +83,7 @@ export async function restoreSnapshot(o: RestoreOptions, log: Logger): Promise<R
   assert(index > 0 && members.some((m) => m.id === memberId));
 
   try {
-    fs.mkdirSync(snapDir, { recursive: true, mode: 0o700 });
+    mkdirDurable(snapDir);
     const dbPath = path.join(snapDir, 'db');
     // A snapshot of etcd itself is read into a new database; one of ours is the database.
     const copyPath = format === 'bbolt' ? path.join(snapDir, 'etcd-snapshot.bbolt') : dbPath;
@@ -111,8 +112,10 @@ export async function restoreSnapshot(o: RestoreOptions, log: Logger): Promise<R
     }
     // The server makes its own lock file; a restored directory holds only what etcd's does.
     fs.rmSync(`${dbPath}-lock`, { force: true });
+    // The database's directory entry (its data was fsynced by the copy and the flush).
+    fsyncDir(snapDir);
 
-    fs.mkdirSync(o.walDir, { recursive: true, mode: 0o700 });
+    mkdirDurable(o.walDir);
     const wal = Wal.open(o.walDir);
     try {
       await wal.create({ memberId, clusterId, name: o.name });

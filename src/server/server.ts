@@ -20,6 +20,7 @@ import { assertWalDirNotEtcd, Wal } from '../wal/wal';
 import { writeEtcdSnapshotOffThread } from './etcd_snapshot';
 import { removeSnapshotDbs, saveSnapshotDb, snapshotDbPath } from './snapshot_db';
 import { armFailpoints } from '../runtime/failpoints';
+import { mkdirDurable } from '../runtime/fsync';
 import { lockDir, type DirLock } from '../runtime/dir_lock';
 import { BCRYPT_MAX_COST, BCRYPT_MIN_COST } from '../auth/bcrypt';
 import { DEFAULT_BCRYPT_COST } from '../auth/password';
@@ -210,16 +211,16 @@ export class EtcdServer implements EtcdServerApi {
     const walDir = cfg.walDir ? cfg.walDir : path.join(memberDir, 'wal');
     const snapDir = path.join(memberDir, 'snap');
     // One server per data directory (and WAL directory): a second one waits, as etcd's does.
-    fs.mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
+    mkdirDurable(cfg.dataDir, 0o700, cfg.unsafeNoFsync === true);
     const locks = [await lockDir(cfg.dataDir, log)];
     if (cfg.walDir) {
-      fs.mkdirSync(walDir, { recursive: true, mode: 0o700 });
+      mkdirDurable(walDir, 0o700, cfg.unsafeNoFsync === true);
       locks.push(await lockDir(walDir, log));
     }
     // A data directory of etcd itself has the same layout: refuse it before anything is written.
     assertWalDirNotEtcd(walDir);
     assertLmdbFile(path.join(snapDir, 'db'));
-    fs.mkdirSync(snapDir, { recursive: true, mode: 0o700 });
+    mkdirDurable(snapDir, 0o700, cfg.unsafeNoFsync === true);
     const wal = Wal.open(walDir, { entryData: 'on-disk', unsafeNoFsync: cfg.unsafeNoFsync });
     const haveWal = wal.hasIdentity();
     // etcd's defaults when the flags are 0 or absent (the limit's is the backend's own); larger

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Entry, EntryHead, HardState, Snapshot, SnapshotMetadata } from '../raft/types';
 import { decodeHardState, decodeSnapshotMeta, encodeHardState, encodeSnapshotMeta } from './codec';
-import { fsyncDir } from '../runtime/fsync';
+import { fsyncDir, mkdirDurable } from '../runtime/fsync';
 import { EntryLocations } from './locations';
 import { migrateLegacyWal } from './legacy';
 import { RECORD_HEADER_BYTES, RecordType, readRecord, sealRecord } from './record';
@@ -351,7 +351,7 @@ export class Wal {
   static open(dir: string, opts: WalOptions = {}): Wal {
     const segmentBytes = opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
     assert(segmentBytes >= 4096, 'WAL segment size too small');
-    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    mkdirDurable(dir, 0o700, opts.unsafeNoFsync === true);
     // A segment being started when the process died: its predecessor is still the last one.
     for (const name of fs.readdirSync(dir)) if (name.endsWith('.wal.tmp')) fs.rmSync(path.join(dir, name));
     let segs = listSegments(dir);
