@@ -1295,7 +1295,15 @@ export class EtcdServer implements EtcdServerApi {
     if (!this.isLeader) {
       return this.viaLeader(
         () => this.timeToLiveHere(req),
-        async (url, timeoutMs) => ({ ...(await this.leaderClient.timeToLive(url, req, timeoutMs)), header: this.header() }),
+        async (url, timeoutMs) => {
+          // Only the clock is the leader's: the keys were checked against the caller here, and are
+          // read here (every member applies the same attachments). Asked of the leader they
+          // would be checked again, against no one (etcd forwards over its peer URLs, unchecked).
+          const r = await this.leaderClient.timeToLive(url, { ...req, keys: false }, timeoutMs);
+          if (!req.keys || r.TTL === '-1') return { ...r, header: this.header() };
+          await this.linearizableReadNotify();
+          return { ...r, header: this.header(), keys: this.lessor.timeToLive(BigInt(req.ID))?.keys ?? [] };
+        },
       );
     }
     return this.timeToLiveHere(req);
