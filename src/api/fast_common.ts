@@ -7,6 +7,7 @@ import * as tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { hookServerStreams } from '../grpcjs/stream_hook';
 import { ERROR_HEADERS } from '../grpcjs/wire';
+import { receivedTooLargeText } from './grpc_go_texts';
 
 export { COMPRESSED_IDENTITY_TEXT, ERROR_HEADERS, FRAME_HEADER_BYTES, RESPONSE_HEADERS, frameMessage, frameMessages } from '../grpcjs/wire';
 
@@ -63,9 +64,9 @@ export function errorStatus(err: unknown): GrpcStatus {
   return { code, details, metadata };
 }
 
-/** grpc-js's text when a message's frame header announces more than the receive limit. */
+/** grpc-go's text (etcd's clients see it) when a message's frame header announces more than the receive limit. */
 export function tooLargeText(size: number, maxBytes: number): string {
-  return `Received message larger than max (${size} vs ${maxBytes})`;
+  return receivedTooLargeText(size, maxBytes);
 }
 
 /** The headers of a trailers-only response (an error before any message). */

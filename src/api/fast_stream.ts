@@ -29,6 +29,7 @@ import {
   type TrackCall,
   FAST_CALL_TRACKER,
 } from './fast_common';
+import { sendTooLargeText } from './grpc_go_texts';
 
 export interface FastStreamOptions {
   /** Full paths ("/etcdserverpb.Watch/Watch") to answer directly; they must be registered bidi methods. */
@@ -270,7 +271,7 @@ export class FastDuplexCall extends EventEmitter {
       return true;
     }
     if (body.length > this.opts.maxSendBytes) {
-      this.abort({ code: grpc.status.RESOURCE_EXHAUSTED, details: `Sent message larger than max (${body.length + FRAME_HEADER_BYTES} vs. ${this.opts.maxSendBytes})`, metadata: null });
+      this.abort({ code: grpc.status.RESOURCE_EXHAUSTED, details: sendTooLargeText(body.length + FRAME_HEADER_BYTES, this.opts.maxSendBytes), metadata: null });
       return true;
     }
     this.sendMetadata();

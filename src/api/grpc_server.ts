@@ -20,6 +20,8 @@ import { createElectionService } from './v3election';
 import { createLockService } from './v3lock';
 import { watchService, GRPC_OVERHEAD_BYTES } from './watch';
 import { installFastRoutes } from './fast_common';
+import { grpcGoDetails } from './grpc_go_texts';
+import { rewriteGrpcJsStatus } from '../grpcjs/stream_hook';
 import { fastUnaryRoutes } from './fast_unary';
 import { fastStreamRoutes } from './fast_stream';
 
@@ -112,6 +114,8 @@ export function createGrpcServer(server: EtcdServerApi, log: ApiLogger, opts: Gr
   add('v3electionpb.Election', createElectionService(server));
   const maxReceiveBytes = serverOpts['grpc.max_receive_message_length'] as number;
   const track = instr ? (p: string) => instr.track(p) : undefined;
+  // Before the fast routes' hook, so that it sees only the calls grpc-js answers itself.
+  rewriteGrpcJsStatus(grpcServer, grpcGoDetails);
   installFastRoutes(grpcServer, [
     ...fastUnaryRoutes({ paths: FAST_UNARY_PATHS, maxReceiveBytes, track }),
     ...fastStreamRoutes({

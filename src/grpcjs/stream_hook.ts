@@ -74,3 +74,58 @@ export function grpcStreamEntry(server: grpc.Server): (stream: ServerStreamLike,
   return (stream, headers) =>
     internals._streamHandler.call(internals, noInterceptors, stream as http2.ServerHttp2Stream, headers as http2.IncomingHttpHeaders);
 }
+
+type HeadersArg = Record<string, unknown>;
+interface RespondingStream {
+  respond(headers: HeadersArg, options?: unknown): void;
+  sendTrailers(headers: HeadersArg): void;
+}
+
+/** The rewrite of status texts in force (one per process: the client port's gRPC server). */
+let rewriteDetails: ((details: string) => string) | null = null;
+
+function rewrittenHeaders(headers: HeadersArg): HeadersArg {
+  const raw = headers['grpc-message'];
+  if (typeof raw !== 'string' || rewriteDetails === null) return headers;
+  let details: string;
+  try {
+    details = decodeURIComponent(raw);
+  } catch {
+    return headers;
+  }
+  const fixed = rewriteDetails(details);
+  return fixed === details ? headers : { ...headers, 'grpc-message': encodeURI(fixed) };
+}
+
+// Shared by every stream (no closure per call): the stream's own class does the work.
+function respondRewritten(this: RespondingStream, headers: HeadersArg, options?: unknown): void {
+  (Object.getPrototypeOf(this) as RespondingStream).respond.call(this, rewrittenHeaders(headers), options);
+}
+function sendTrailersRewritten(this: RespondingStream, headers: HeadersArg): void {
+  (Object.getPrototypeOf(this) as RespondingStream).sendTrailers.call(this, rewrittenHeaders(headers));
+}
+
+/**
+ * Rewrites the status text of every call grpc-js answers itself on `server` (one that no hook
+ * took: its unknown-method answer, its size limits) with `rewrite`, given the set of services
+ * served. Install before any hookServerStreams, so that it wraps only grpc-js's own path.
+ */
+export function rewriteGrpcJsStatus(server: grpc.Server, rewrite: (details: string, knownService: (service: string) => boolean) => string): void {
+  const internals = server as unknown as GrpcJsServerInternals & { handlers?: Map<string, unknown> };
+  assert(internals.handlers instanceof Map, 'grpc-js internals changed: handlers map unavailable');
+  const handlers = internals.handlers;
+  const knownService = (service: string): boolean => {
+    for (const path of handlers.keys()) if (path.startsWith(`/${service}/`)) return true;
+    return false;
+  };
+  rewriteDetails = (details) => rewrite(details, knownService);
+  const wrap = (original: StreamHandler): StreamHandler =>
+    function (this: GrpcJsServerInternals, extra, stream, headers) {
+      const s = stream as unknown as RespondingStream;
+      s.respond = respondRewritten;
+      s.sendTrailers = sendTrailersRewritten;
+      original.call(this, extra, stream, headers);
+    };
+  internals._streamHandler = wrap(internals._streamHandler);
+  internals._channelzHandler = wrap(internals._channelzHandler);
+}

@@ -261,7 +261,7 @@ describe('fast bidi path: same bytes and metrics as grpc-js', () => {
       r.req.write(head);
     });
     expect(fast.status.code).toBe(String(grpc.status.RESOURCE_EXHAUSTED));
-    expect(fast.status.message).toMatch(/^Received message larger than max \(536870912 vs \d+\)$/);
+    expect(fast.status.message).toMatch(/^grpc: received message larger than max \(536870912 vs\. \d+\)$/);
     expect(fast).toEqual(slow);
   });
 
@@ -444,6 +444,6 @@ describe('FrameReader', () => {
       expect(r.idle).toBe(true);
     }
     const r = new FrameReader(10);
-    expect(() => r.push(frame(Buffer.alloc(11)).subarray(0, 5), () => undefined)).toThrow('Received message larger than max (11 vs 10)');
+    expect(() => r.push(frame(Buffer.alloc(11)).subarray(0, 5), () => undefined)).toThrow('grpc: received message larger than max (11 vs. 10)');
   });
 });
