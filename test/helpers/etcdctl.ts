@@ -18,6 +18,8 @@ export interface EtcdctlOptions {
   /** Written to stdin, then stdin is closed (e.g. `txn -i`). */
   input?: string;
   timeoutMs?: number;
+  /** Another etcdctl (e.g. a reference build, test/helpers/reference.ts); default ETCDCTL_BIN. */
+  bin?: string;
 }
 
 const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
@@ -63,7 +65,7 @@ export function runProcess(
 
 /** `etcdctl --endpoints=<endpoint> ...args` with ETCDCTL_API=3. */
 export function etcdctl(args: string[], opts: EtcdctlOptions): Promise<RunResult> {
-  return runProcess(ETCDCTL_BIN, [`--endpoints=${opts.endpoint}`, '--command-timeout=10s', ...args], {
+  return runProcess(opts.bin ?? ETCDCTL_BIN, [`--endpoints=${opts.endpoint}`, '--command-timeout=10s', ...args], {
     input: opts.input,
     timeoutMs: opts.timeoutMs ?? 15_000,
     env: ctlEnv(),
