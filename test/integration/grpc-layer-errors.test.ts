@@ -1,13 +1,16 @@
 // Errors that come from the gRPC layer rather than from etcd, as clients see them: etcd's are
 // grpc-go's texts and codes, and clients match them (retry policies on the code, people on the
-// text). Sent with a plain gRPC client to ours and the real etcd in the same run.
+// text). Sent with a plain gRPC client to ours and the real etcd 3.4, 3.6 and 3.7 in the same run.
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEtcd, type EtcdMember } from '../helpers/etcd-process';
+import { referenceEtcd } from '../helpers/reference';
 
 const SERVERS: Array<[string, string | undefined]> = [
   ['ours', undefined],
   ['etcd 3.4', '/usr/bin/etcd'],
+  ['etcd 3.6', referenceEtcd('3.6').etcd],
+  ['etcd 3.7', referenceEtcd('3.7').etcd],
 ];
 
 /** A raw unary call with `body` as the message bytes; resolves with the status it ended with. */
