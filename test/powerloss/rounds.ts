@@ -198,6 +198,8 @@ export interface RoundOptions {
   /** Multiplies the load's size. */
   scale?: number;
   args?: string[];
+  /** The server's flags for frequent snapshots (test/powerloss/servers.ts); a default by `bin` otherwise. */
+  snapshotArgs?: readonly string[];
 }
 
 /** One round on a fresh single member. Throws if the member does not start again. */
@@ -209,7 +211,7 @@ export async function powerLossRound(opts: RoundOptions): Promise<RoundResult> {
   try {
     // Snapshots (and for ours, a WAL that drops what they cover) every 100 entries: the member's
     // state must then come from its backend, not from replaying the whole log.
-    const snapshots = opts.bin === undefined ? ['--snapshot-count=100', '--experimental-snapshot-catchup-entries=50'] : ['--snapshot-count=100'];
+    const snapshots = [...(opts.snapshotArgs ?? (opts.bin === undefined ? ['--snapshot-count=100', '--experimental-snapshot-catchup-entries=50'] : ['--snapshot-count=100']))];
     m = await startEtcd({ bin: opts.bin, dataDir, args: [...snapshots, ...(opts.args ?? [])] });
     const acked: Acked = { puts: new Map(), maxRevision: 0, compactedTo: 0 };
     const client = new EtcdGrpc(m.clientHostPort);
