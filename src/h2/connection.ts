@@ -16,6 +16,7 @@ import {
   FLAG_ACK,
   FLAG_END_HEADERS,
   FLAG_END_STREAM,
+  FLAG_PADDED,
   FRAME_HEADER_BYTES,
   FrameType,
   MAX_FRAME_BYTES_CEILING,
@@ -32,6 +33,7 @@ import { stripScheme } from './authority';
 import { ConnectionError, FrameSplitter, HeaderBlockCollector, unpad, type FrameSink, type HeaderBlock } from './frame_reader';
 import { FrozenHeaderEncoder, HpackDecoder, HpackError, type OutgoingValue } from './hpack';
 import { H2Stream, type StreamOwner } from './stream';
+import { TokenBucket } from './token_bucket';
 
 /** Request headers as Node's http2 gives them: lowercase names, repeated fields as arrays. */
 export type IncomingHeaders = Record<string, string | string[] | undefined>;
@@ -67,10 +69,24 @@ export type CutOffReason =
   | 'control_frames'
   /** More than MAX_UNREAD_OUTPUT_BYTES of output left unread. */
   | 'unread_output'
+  /** Streams reset before they finished faster than the reset budget allows (rapid reset). */
+  | 'rapid_reset'
+  /** Frames that do nothing (empty DATA, PRIORITY, unknown types...) faster than their budget allows. */
+  | 'empty_frames'
   /** A header block over its bounds (bytes, CONTINUATION frames, decoded size). */
   | 'header_block'
   /** PINGs more often than the keepalive policy allows (grpc-go's too_many_pings). */
   | 'pings';
+
+/** A budget ran out: a connection error (ENHANCE_YOUR_CALM) that says which one. */
+export class BudgetExceeded extends ConnectionError {
+  constructor(
+    readonly reason: CutOffReason,
+    message: string,
+  ) {
+    super(ErrorCode.ENHANCE_YOUR_CALM, message);
+  }
+}
 
 export interface PingPolicy {
   /** Shortest gap between a client's PINGs while it has streams open. */
@@ -142,6 +158,27 @@ export const MAX_QUEUED_CONTROL_FRAMES = 10_000;
  * stops taking them. gRPC clients send a few per connection.
  */
 const FLUSH_AT_QUEUED_CONTROL_FRAMES = 1024;
+/**
+ * Rapid reset (CVE-2023-44487): a client opening streams and resetting them at once makes us start
+ * and abort a handler per stream at no cost to itself. Each stream the client resets while it is
+ * still open here (its handler not finished), and each stream we reset because of what the client
+ * sent (MadeYouReset, CVE-2025-8671: a zero or overflowing WINDOW_UPDATE, DATA past the window),
+ * takes a token from a bucket of this many, refilled at RESET_BUDGET_REFILL_STREAMS_PER_SEC:
+ * nghttp2's default stream reset rate limit (what Node's http2, and so every grpc-js server, runs
+ * with), which counts every RST_STREAM received. Empty, the connection is cut off.
+ */
+export const RESET_BUDGET_BURST_STREAMS = 1000;
+export const RESET_BUDGET_REFILL_STREAMS_PER_SEC = 33;
+/**
+ * Frames that make us work and do nothing (nghttp2's "glitches"): DATA without data or
+ * END_STREAM, empty CONTINUATIONs, header blocks without fields or for closed streams, PRIORITY,
+ * SETTINGS and PING ACKs, unknown frame types. One connection sent 60M empty DATA frames, taking
+ * the event loop from the others. A bucket of this many, refilled at
+ * GLITCH_BUDGET_REFILL_FRAMES_PER_SEC: nghttp2's default glitch rate limit. gRPC clients send
+ * none of these but the ACKs of our SETTINGS and keepalive PINGs.
+ */
+export const GLITCH_BUDGET_BURST_FRAMES = 10_000;
+export const GLITCH_BUDGET_REFILL_FRAMES_PER_SEC = 330;
 /**
  * After an error GOAWAY, how long the socket stays open once the GOAWAY is in the kernel, reading
  * (and dropping) what the peer still sends, so that the close is a FIN the peer reads after the
@@ -230,6 +267,8 @@ export class H2Connection implements StreamOwner, FrameSink {
   private controlInSocket = 0;
   /** Reading stopped until the socket drains (READ_PAUSE_UNSENT_BYTES). Set in the constructor (see `closed`). */
   private readPaused: boolean;
+  private readonly resetBudget: TokenBucket;
+  private readonly glitchBudget: TokenBucket;
   /** Closes the socket after an error GOAWAY (lingerAfterGoaway). Set in the constructor (see `closed`). */
   private lingerTimer: NodeJS.Timeout | undefined;
 
@@ -253,6 +292,9 @@ export class H2Connection implements StreamOwner, FrameSink {
     this.closed = false;
     this.readPaused = false;
     this.lingerTimer = undefined;
+    const nowMs = performance.now();
+    this.resetBudget = new TokenBucket(RESET_BUDGET_BURST_STREAMS, RESET_BUDGET_REFILL_STREAMS_PER_SEC, nowMs);
+    this.glitchBudget = new TokenBucket(GLITCH_BUDGET_BURST_FRAMES, GLITCH_BUDGET_REFILL_FRAMES_PER_SEC, nowMs);
     this.maxConcurrentStreams = opts.maxConcurrentStreams ?? 2 ** 32 - 1;
     assert(Number.isSafeInteger(this.maxConcurrentStreams) && this.maxConcurrentStreams >= 0, 'bad maxConcurrentStreams');
     this.streams = new SlotMap<number, H2Stream>(Math.max(1, this.maxConcurrentStreams));
@@ -370,6 +412,7 @@ export class H2Connection implements StreamOwner, FrameSink {
     try {
       this.frames.feed(chunk);
     } catch (e) {
+      if (e instanceof BudgetExceeded) return this.cutOff(e.reason, e.message);
       // The header block bounds (frame_reader.ts, endHeaderBlock) are budgets too.
       if (e instanceof ConnectionError && e.code === ErrorCode.ENHANCE_YOUR_CALM) return this.cutOff('header_block', e.message);
       if (e instanceof ConnectionError) return this.goaway(e.code, e.message);
@@ -415,11 +458,18 @@ export class H2Connection implements StreamOwner, FrameSink {
         return this.onContinuation(flags, streamId, payload);
       case FrameType.PRIORITY:
         if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
+        // Priorities are not acted on here: the frame is work for nothing.
+        this.spendGlitch();
         return;
       case FrameType.RST_STREAM: {
         if (streamId === 0 || payload.length !== 4) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad RST_STREAM');
         if (streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
-        this.streams.get(streamId)?.aborted(payload.readUInt32BE(0));
+        const s = this.streams.get(streamId);
+        if (s === undefined) return;
+        // Reset while its handler still runs: what rapid reset does (a stream we had finished
+        // costs nothing more to forget).
+        this.spendReset();
+        s.aborted(payload.readUInt32BE(0));
         return;
       }
       case FrameType.SETTINGS:
@@ -429,6 +479,7 @@ export class H2Connection implements StreamOwner, FrameSink {
       case FrameType.PING:
         if (streamId !== 0 || payload.length !== 8) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad PING');
         if (flags & FLAG_ACK) {
+          this.spendGlitch();
           this.onPingAck();
         } else {
           this.queueAck(frame(FrameType.PING, FLAG_ACK, 0, payload));
@@ -442,7 +493,8 @@ export class H2Connection implements StreamOwner, FrameSink {
       case FrameType.WINDOW_UPDATE:
         return this.onWindowUpdate(streamId, payload);
       default:
-        // Unknown frame types are ignored (section 4.1).
+        // Unknown frame types are ignored (section 4.1), within the budget of frames that do nothing.
+        this.spendGlitch();
         return;
     }
   }
@@ -450,6 +502,10 @@ export class H2Connection implements StreamOwner, FrameSink {
   private onDataFrame(flags: number, streamId: number, payload: Buffer): void {
     if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
     if (streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
+    // No data (padding at most) and no END_STREAM: a frame that does nothing.
+    if ((flags & FLAG_END_STREAM) === 0 && (payload.length === 0 || ((flags & FLAG_PADDED) !== 0 && payload[0]! + 1 >= payload.length))) {
+      this.spendGlitch();
+    }
     // Flow control counts the whole payload, padding included.
     if (payload.length > this.recvWindow) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window exceeded');
     this.recvWindow -= payload.length;
@@ -460,6 +516,7 @@ export class H2Connection implements StreamOwner, FrameSink {
       return;
     }
     if (payload.length > stream.recvWindow) {
+      this.spendReset();
       this.queueControl(u32Frame(FrameType.RST_STREAM, streamId, ErrorCode.FLOW_CONTROL_ERROR));
       stream.aborted(ErrorCode.FLOW_CONTROL_ERROR);
       this.creditConnection(payload.length);
@@ -492,6 +549,7 @@ export class H2Connection implements StreamOwner, FrameSink {
   }
 
   private onContinuation(flags: number, streamId: number, payload: Buffer): void {
+    if (payload.length === 0) this.spendGlitch();
     const hb = this.headerBlocks.continuation(flags, streamId, payload);
     if (hb !== undefined) this.endHeaderBlock(hb);
   }
@@ -502,6 +560,8 @@ export class H2Connection implements StreamOwner, FrameSink {
     let listBytes = 0;
     // Decoded even for a stream we refuse: the HPACK table must see every block.
     const fields = this.decoder.decode(block);
+    // A block without fields is no request and no trailers (gRPC clients send none).
+    if (fields.length === 0) this.spendGlitch();
     for (let i = 0; i < fields.length; i += 2) {
       const name = fields[i]!;
       const value = fields[i + 1]!;
@@ -522,7 +582,7 @@ export class H2Connection implements StreamOwner, FrameSink {
     }
     if (id % 2 === 0 || id <= this.lastStreamId) {
       // Closed streams (ours already reset them) may still see the client's trailers.
-      if (id <= this.lastStreamId && id % 2 === 1) return;
+      if (id <= this.lastStreamId && id % 2 === 1) return this.spendGlitch();
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `bad stream id ${id}`);
     }
     this.lastStreamId = id;
@@ -545,6 +605,8 @@ export class H2Connection implements StreamOwner, FrameSink {
     if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
     if (flags & FLAG_ACK) {
       if (payload.length !== 0) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ack with a payload');
+      // We send one SETTINGS: an honest peer sends one ACK.
+      this.spendGlitch();
       return;
     }
     if (payload.length % 6 !== 0) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS payload not a multiple of 6');
@@ -587,12 +649,14 @@ export class H2Connection implements StreamOwner, FrameSink {
     const s = this.streams.get(streamId);
     if (s === undefined) return;
     if (increment === 0) {
+      this.spendReset();
       this.queueControl(u32Frame(FrameType.RST_STREAM, streamId, ErrorCode.PROTOCOL_ERROR));
       s.aborted(ErrorCode.PROTOCOL_ERROR);
       return;
     }
     s.sendWindow += increment;
     if (s.sendWindow > MAX_WINDOW_BYTES) {
+      this.spendReset();
       this.queueControl(u32Frame(FrameType.RST_STREAM, streamId, ErrorCode.FLOW_CONTROL_ERROR));
       s.aborted(ErrorCode.FLOW_CONTROL_ERROR);
       return;
@@ -863,6 +927,18 @@ export class H2Connection implements StreamOwner, FrameSink {
     const gapMs = this.streams.size === 0 && !policy.permitWithoutStream ? PING_GAP_WITHOUT_STREAMS_MS : policy.minTimeMs;
     if (nowMs - lastMs < gapMs) this.pingStrikes++;
     if (this.pingStrikes > MAX_PING_STRIKES) this.cutOff('pings', TOO_MANY_PINGS);
+  }
+
+  // ---- Budgets ----
+
+  /** A stream ended early by the client (see RESET_BUDGET_BURST_STREAMS); throws once over budget. */
+  private spendReset(): void {
+    if (!this.resetBudget.take(performance.now())) throw new BudgetExceeded('rapid_reset', 'too many streams reset');
+  }
+
+  /** A frame that does nothing (see GLITCH_BUDGET_BURST_FRAMES); throws once over budget. */
+  private spendGlitch(): void {
+    if (!this.glitchBudget.take(performance.now())) throw new BudgetExceeded('empty_frames', 'too many frames doing nothing');
   }
 
   /**

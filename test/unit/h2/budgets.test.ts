@@ -1,15 +1,18 @@
 // What one HTTP/2 connection's peer can make the server keep or do is bounded (issue 51): ACKs it
-// does not read (Go's maxQueuedControlFrames), output it does not read (reading pauses). Over a
-// budget, the connection gets GOAWAY ENHANCE_YOUR_CALM and is closed.
+// does not read (Go's maxQueuedControlFrames), output it does not read (reading pauses), streams
+// it resets (rapid reset, nghttp2's stream reset rate limit), frames that do nothing (nghttp2's
+// glitch rate limit). Over a budget, the connection gets GOAWAY ENHANCE_YOUR_CALM and is closed.
 import http2 from 'node:http2';
 import net from 'node:net';
 import { Duplex } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  GLITCH_BUDGET_BURST_FRAMES,
   GOAWAY_LINGER_MS,
   H2Connection,
   MAX_QUEUED_CONTROL_FRAMES,
   READ_PAUSE_UNSENT_BYTES,
+  RESET_BUDGET_BURST_STREAMS,
   type CutOffReason,
   type H2ConnectionOptions,
 } from '../../../src/h2/connection';
@@ -142,6 +145,89 @@ describe('control frames a peer does not read', () => {
     }
     expect(socket.isPaused()).toBe(false);
     expect(cutOffs).toEqual([]);
+  });
+});
+
+describe('rapid reset', () => {
+  const rst = (id: number): Buffer => u32Frame(FrameType.RST_STREAM, id, ErrorCode.CANCEL);
+  // Well past what the bucket refills in the seconds a slow machine may take.
+  const OVER = 300;
+
+  it('cuts off a client that resets more than RESET_BUDGET_BURST_STREAMS streams it just opened', async () => {
+    const { socket, written } = memorySocket(true);
+    const aborted: number[] = [];
+    const cutOffs = connect(socket, (s) => s.on('close', () => aborted.push(s.id)));
+    socket.emit('data', START);
+    socket.emit('data', repeat(RESET_BUDGET_BURST_STREAMS, (i) => Buffer.concat([headersFrame(1 + 2 * i), rst(1 + 2 * i)])));
+    await turn();
+    expect(cutOffs).toEqual([]);
+    expect(aborted).toHaveLength(RESET_BUDGET_BURST_STREAMS);
+    const next = 1 + 2 * RESET_BUDGET_BURST_STREAMS;
+    socket.emit('data', repeat(OVER, (i) => Buffer.concat([headersFrame(next + 2 * i), rst(next + 2 * i)])));
+    expect(cutOffs).toEqual(['rapid_reset']);
+    await turn();
+    expect(goawayCodes(written())).toEqual([ErrorCode.ENHANCE_YOUR_CALM]);
+  });
+
+  it('does not count resets of streams the server had already finished', async () => {
+    const { socket, written } = memorySocket(true);
+    const cutOffs = connect(socket, (s) => s.respond({ ':status': 200 }, { endStream: true }));
+    socket.emit('data', START);
+    socket.emit('data', repeat(3 * RESET_BUDGET_BURST_STREAMS, (i) => Buffer.concat([headersFrame(1 + 2 * i), rst(1 + 2 * i)])));
+    await turn();
+    expect(cutOffs).toEqual([]);
+    expect(goawayCodes(written())).toEqual([]);
+  });
+
+  it('counts streams the server resets for what the client sent (MadeYouReset: a zero WINDOW_UPDATE)', async () => {
+    const { socket, written } = memorySocket(true);
+    const cutOffs = connect(socket);
+    socket.emit('data', START);
+    const zeroUpdate = (id: number): Buffer => u32Frame(FrameType.WINDOW_UPDATE, id, 0);
+    socket.emit('data', repeat(RESET_BUDGET_BURST_STREAMS + OVER, (i) => Buffer.concat([headersFrame(1 + 2 * i), zeroUpdate(1 + 2 * i)])));
+    expect(cutOffs).toEqual(['rapid_reset']);
+    await turn();
+    expect(goawayCodes(written())).toEqual([ErrorCode.ENHANCE_YOUR_CALM]);
+  });
+});
+
+describe('frames that do nothing', () => {
+  const OVER = 2000;
+  const padded = (id: number): Buffer => frame(FrameType.DATA, 0x8, id, Buffer.from([3, 0, 0, 0]));
+  const kinds: [string, (i: number) => Buffer][] = [
+    ['empty DATA', () => frame(FrameType.DATA, 0, 1, EMPTY)],
+    ['DATA with padding only', () => padded(1)],
+    ['PRIORITY', () => frame(FrameType.PRIORITY, 0, 1, Buffer.from([0, 0, 0, 0, 16]))],
+    ['an unknown frame type', () => frame(0x20 as FrameType, 0, 0, EMPTY)],
+    ['SETTINGS ACK', () => frame(FrameType.SETTINGS, 0x1, 0, EMPTY)],
+    ['PING ACK', () => frame(FrameType.PING, 0x1, 0, Buffer.alloc(8))],
+    ['HEADERS without fields (trailers)', () => frame(FrameType.HEADERS, 0x4 | 0x1, 1, EMPTY)],
+  ];
+
+  it.each(kinds)('cuts off a flood of %s past GLITCH_BUDGET_BURST_FRAMES', async (_kind, make) => {
+    const { socket, written } = memorySocket(true);
+    const cutOffs = connect(socket);
+    socket.emit('data', Buffer.concat([START, headersFrame(1)]));
+    socket.emit('data', repeat(GLITCH_BUDGET_BURST_FRAMES, make));
+    await turn();
+    expect(cutOffs).toEqual([]);
+    socket.emit('data', repeat(OVER, make));
+    expect(cutOffs).toEqual(['empty_frames']);
+    await turn();
+    expect(goawayCodes(written())).toEqual([ErrorCode.ENHANCE_YOUR_CALM]);
+  });
+
+  it('does not count DATA that carries bytes, nor an empty DATA that ends its stream', async () => {
+    const { socket, written } = memorySocket(true);
+    const cutOffs = connect(socket, (s) => s.on('data', () => {}));
+    socket.emit('data', START);
+    for (let round = 0; round < 3; round++) {
+      const id = 1 + 2 * round;
+      socket.emit('data', Buffer.concat([headersFrame(id), repeat(GLITCH_BUDGET_BURST_FRAMES, () => frame(FrameType.DATA, 0, id, Buffer.from('x'))), frame(FrameType.DATA, 0x1, id, EMPTY)]));
+      await turn();
+    }
+    expect(cutOffs).toEqual([]);
+    expect(goawayCodes(written())).toEqual([]);
   });
 });
 
