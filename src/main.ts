@@ -179,6 +179,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     clients = await listenClientUrls(c.listenClientUrls.map((u) => u.text), grpc.grpcServer, httpHandler, log, {
       tls: memberTls.client,
       http2: http2Options,
+      onHttp2CutOff: (reason) => metrics.network.http2CutOffs.labels('client', reason).inc(),
     });
     // etcd serves https:// metrics URLs with the client TLS settings (client-cert-auth included).
     others = others.concat(await listenPlainHttp(c.listenMetricsUrls.map((u) => u.text), plainHandler, log, 'metrics', memberTls.client));
@@ -188,6 +189,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
       // TLS ended by us, so that etcd's checks after the handshake apply on the peer port too.
       listenSecure: peerTls === undefined ? undefined : (target, accept) => listenPeerTls(target, peerTls, log, accept),
       onProtocolError: (message) => log.debug('peer HTTP/2 protocol error', { error: message }),
+      onCutOff: (reason) => metrics.network.http2CutOffs.labels('peer', reason).inc(),
     });
     for (const u of c.listenPeerUrls) log.info('serving peer traffic', { address: u.text });
   } catch (e) {

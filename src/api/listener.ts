@@ -10,7 +10,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { grpcStreamEntry } from '../grpcjs/stream_hook';
-import { H2Connection, type IncomingHeaders, type PingPolicy } from '../h2/connection';
+import { H2Connection, type CutOffReason, type IncomingHeaders, type PingPolicy } from '../h2/connection';
 import type { H2Stream } from '../h2/stream';
 import { PREFACE } from '../h2/frames';
 import { admitVerifiedPeer, logRejected, serverTlsOptions, type TlsMaterial } from '../tls';
@@ -41,6 +41,8 @@ export interface ClientListenOptions {
   tlsHandshakeTimeoutMs?: number;
   /** gRPC connection settings (--max-concurrent-streams, --grpc-keepalive-*). */
   http2?: ClientHttp2Options;
+  /** An HTTP/2 connection was cut off for going over one of its budgets (for a metric). */
+  onHttp2CutOff?: (reason: CutOffReason) => void;
 }
 
 export interface ClientHttp2Options {
@@ -138,6 +140,7 @@ export async function listenClientUrls(
       keepaliveTimeoutMs: opts.http2?.keepaliveTimeoutMs,
       pingPolicy: pingPolicyOf(opts.http2),
       onProtocolError: (message) => log.debug('client HTTP/2 protocol error', { error: message }),
+      onCutOff: opts.onHttp2CutOff,
     });
     conn.feed(head);
     socket.resume();

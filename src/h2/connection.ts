@@ -16,6 +16,7 @@ import {
   FLAG_ACK,
   FLAG_END_HEADERS,
   FLAG_END_STREAM,
+  FLAG_PADDED,
   FRAME_HEADER_BYTES,
   FrameType,
   MAX_FRAME_BYTES_CEILING,
@@ -32,6 +33,7 @@ import { stripScheme } from './authority';
 import { ConnectionError, FrameSplitter, HeaderBlockCollector, unpad, type FrameSink, type HeaderBlock } from './frame_reader';
 import { FrozenHeaderEncoder, HpackDecoder, HpackError, type OutgoingValue } from './hpack';
 import { H2Stream, type StreamOwner } from './stream';
+import { TokenBucket } from './token_bucket';
 
 /** Request headers as Node's http2 gives them: lowercase names, repeated fields as arrays. */
 export type IncomingHeaders = Record<string, string | string[] | undefined>;
@@ -54,6 +56,36 @@ export interface H2ConnectionOptions {
   onClose?: (err: Error | undefined) => void;
   /** Connection-level protocol problems, for a debug log. */
   onProtocolError?: (message: string) => void;
+  /** The connection was cut off for going over one of its budgets (for a metric). */
+  onCutOff?: (reason: CutOffReason) => void;
+}
+
+/**
+ * Why a connection was cut off (GOAWAY ENHANCE_YOUR_CALM, or dropped when not even that can reach
+ * the peer): a fixed set, so that it can label a metric.
+ */
+export type CutOffReason =
+  /** More than MAX_QUEUED_CONTROL_FRAMES control frames (its SETTINGS and PING ACKs) left unread. */
+  | 'control_frames'
+  /** More than MAX_UNREAD_OUTPUT_BYTES of output left unread. */
+  | 'unread_output'
+  /** Streams reset before they finished faster than the reset budget allows (rapid reset). */
+  | 'rapid_reset'
+  /** Frames that do nothing (empty DATA, PRIORITY, unknown types...) faster than their budget allows. */
+  | 'empty_frames'
+  /** A header block over its bounds (bytes, CONTINUATION frames, decoded size). */
+  | 'header_block'
+  /** PINGs more often than the keepalive policy allows (grpc-go's too_many_pings). */
+  | 'pings';
+
+/** A budget ran out: a connection error (ENHANCE_YOUR_CALM) that says which one. */
+export class BudgetExceeded extends ConnectionError {
+  constructor(
+    readonly reason: CutOffReason,
+    message: string,
+  ) {
+    super(ErrorCode.ENHANCE_YOUR_CALM, message);
+  }
 }
 
 export interface PingPolicy {
@@ -91,7 +123,77 @@ const SOCKET_HIGH_WATER_BYTES = 256 * 1024;
 const SEND_QUANTUM_BYTES = DATA_FRAME_BYTES;
 /** Passes per flush (the socket's high-water mark usually ends a flush first); the next turn goes on. */
 const MAX_SEND_PASSES = 64;
+/**
+ * Output the kernel has not taken past which the connection is dropped outright (no GOAWAY could
+ * get through). Reading stops long before (READ_PAUSE_UNSENT_BYTES); this catches output made
+ * without reading anything more (responses to requests already read).
+ */
 const MAX_UNREAD_OUTPUT_BYTES = 16 * 1024 * 1024;
+/**
+ * Output not yet taken by the kernel (our queue plus the socket's) past which we stop reading the
+ * connection until the socket drains: a peer that does not read what we send cannot make us make
+ * more (grpc-go's server stops reading while its queue of SETTINGS/PING ACKs and RST_STREAMs is
+ * full; its own bound is 50 frames). DATA stops being framed at SOCKET_HIGH_WATER_BYTES already,
+ * so an honest client reading a large response never gets here; a client that stopped reading
+ * is held back by TCP instead of by our memory.
+ */
+export const READ_PAUSE_UNSENT_BYTES = 1024 * 1024;
+/** Unsent output below which a connection paused by READ_PAUSE_UNSENT_BYTES is read again. */
+const READ_RESUME_UNSENT_BYTES = READ_PAUSE_UNSENT_BYTES / 2;
+/**
+ * Control frames (all but HEADERS, CONTINUATION and DATA: SETTINGS and PING ACKs, RST_STREAM,
+ * WINDOW_UPDATE, our PINGs) queued and not yet taken by the kernel, past which the connection is
+ * cut off: Go's net/http2 maxQueuedControlFrames. Every SETTINGS or PING a peer sends makes us
+ * queue an ACK; one that sent them without reading any made us keep them all (~500 MB from one
+ * connection, each 9-byte ACK in a socket write of its own). Honest peers read their ACKs: the
+ * count stays near 0. 10,000 ACKs are ~170 KB, below READ_PAUSE_UNSENT_BYTES: such a flood is
+ * cut off before reading would pause.
+ */
+export const MAX_QUEUED_CONTROL_FRAMES = 10_000;
+/**
+ * Control frames queued by one read past which they are written at once instead of at the end of
+ * the loop's turn: several reads can come in one turn, and their ACKs, not yet offered to the
+ * kernel, must not count as unread (a peer reading them all could be cut off). A 64 KiB read
+ * holds at most ~7300 frames: the count stays under MAX_QUEUED_CONTROL_FRAMES until the kernel
+ * stops taking them. gRPC clients send a few per connection.
+ */
+const FLUSH_AT_QUEUED_CONTROL_FRAMES = 1024;
+/**
+ * Rapid reset (CVE-2023-44487): a client opening streams and resetting them at once makes us start
+ * and abort a handler per stream at no cost to itself. Each stream the client resets while it is
+ * still open here (its handler not finished), and each stream we reset because of what the client
+ * sent (MadeYouReset, CVE-2025-8671: a zero or overflowing WINDOW_UPDATE, DATA past the window),
+ * takes a token from a bucket of this many, refilled at RESET_BUDGET_REFILL_STREAMS_PER_SEC:
+ * nghttp2's default stream reset rate limit (what Node's http2, and so every grpc-js server, runs
+ * with), which counts every RST_STREAM received. Empty, the connection is cut off.
+ */
+export const RESET_BUDGET_BURST_STREAMS = 1000;
+export const RESET_BUDGET_REFILL_STREAMS_PER_SEC = 33;
+/**
+ * Frames that make us work and do nothing (nghttp2's "glitches"): DATA without data or
+ * END_STREAM, empty CONTINUATIONs, header blocks without fields or for closed streams, PRIORITY,
+ * SETTINGS and PING ACKs, unknown frame types. One connection sent 60M empty DATA frames, taking
+ * the event loop from the others. A bucket of this many, refilled at
+ * GLITCH_BUDGET_REFILL_FRAMES_PER_SEC: nghttp2's default glitch rate limit. gRPC clients send
+ * none of these but the ACKs of our SETTINGS and keepalive PINGs.
+ */
+export const GLITCH_BUDGET_BURST_FRAMES = 10_000;
+export const GLITCH_BUDGET_REFILL_FRAMES_PER_SEC = 330;
+/**
+ * After an error GOAWAY, how long the socket stays open once the GOAWAY is in the kernel, reading
+ * (and dropping) what the peer still sends, so that the close is a FIN the peer reads after the
+ * GOAWAY and not a reset that could discard it: Go's goAwayTimeout. Also how long the peer may
+ * take no bytes at all before the GOAWAY has gone (a peer that never reads is then dropped).
+ */
+export const GOAWAY_LINGER_MS = 1000;
+/**
+ * What is read (and dropped) after an error GOAWAY, at most: a peer still flooding after it would
+ * otherwise keep us reading at full speed for GOAWAY_LINGER_MS (a GB on loopback). Past it,
+ * reading stops until the close.
+ */
+const GOAWAY_DRAIN_MAX_BYTES = 1024 * 1024;
+/** After an error GOAWAY, the longest the socket stays open, however slowly the peer reads. */
+const GOAWAY_MAX_LINGER_MS = 10_000;
 /**
  * The prototype of request header objects: an empty object with no prototype, so nothing of
  * Object.prototype shows through (a header named "constructor" or "__proto__" is only a header),
@@ -102,10 +204,15 @@ const MAX_UNREAD_OUTPUT_BYTES = 16 * 1024 * 1024;
  */
 const HEADERS_PROTO: object = Object.freeze(Object.create(null) as object);
 
+/** Every SETTINGS ACK is the same 9 bytes: one buffer for all (an ACK queued costs no allocation). */
+const SETTINGS_ACK = frame(FrameType.SETTINGS, FLAG_ACK, 0, Buffer.alloc(0));
+
 /** Longest a PING ACK waits for a response to travel with (queueAck). */
 export const PING_ACK_DELAY_MS = 5;
 /** One write gathers frames up to this size into one buffer; beyond it, a vectored write. */
 const COALESCE_BYTES = 64 * 1024;
+/** Buffers under this size are copied together in a large write (gatherSmall); larger ones go as they are. */
+const GATHER_PIECE_BYTES = 1024;
 
 export class H2Connection implements StreamOwner, FrameSink {
   private readonly streams: SlotMap<number, H2Stream>;
@@ -154,6 +261,17 @@ export class H2Connection implements StreamOwner, FrameSink {
   private closed: boolean;
   private goawaySent = false;
 
+  // Budgets (see MAX_QUEUED_CONTROL_FRAMES and the ones after it).
+  /** Control frames in `out`, and in socket writes the kernel has not finished. */
+  private controlQueued = 0;
+  private controlInSocket = 0;
+  /** Reading stopped until the socket drains (READ_PAUSE_UNSENT_BYTES). Set in the constructor (see `closed`). */
+  private readPaused: boolean;
+  private readonly resetBudget: TokenBucket;
+  private readonly glitchBudget: TokenBucket;
+  /** Closes the socket after an error GOAWAY (lingerAfterGoaway). Set in the constructor (see `closed`). */
+  private lingerTimer: NodeJS.Timeout | undefined;
+
   private keepaliveTimer: NodeJS.Timeout | undefined;
   private keepaliveDeadline: NodeJS.Timeout | undefined;
 
@@ -172,6 +290,11 @@ export class H2Connection implements StreamOwner, FrameSink {
   ) {
     this.session = { socket };
     this.closed = false;
+    this.readPaused = false;
+    this.lingerTimer = undefined;
+    const nowMs = performance.now();
+    this.resetBudget = new TokenBucket(RESET_BUDGET_BURST_STREAMS, RESET_BUDGET_REFILL_STREAMS_PER_SEC, nowMs);
+    this.glitchBudget = new TokenBucket(GLITCH_BUDGET_BURST_FRAMES, GLITCH_BUDGET_REFILL_FRAMES_PER_SEC, nowMs);
     this.maxConcurrentStreams = opts.maxConcurrentStreams ?? 2 ** 32 - 1;
     assert(Number.isSafeInteger(this.maxConcurrentStreams) && this.maxConcurrentStreams >= 0, 'bad maxConcurrentStreams');
     this.streams = new SlotMap<number, H2Stream>(Math.max(1, this.maxConcurrentStreams));
@@ -187,8 +310,8 @@ export class H2Connection implements StreamOwner, FrameSink {
       payload.writeUInt16BE(id, 6 * i);
       payload.writeUInt32BE(v, 6 * i + 2);
     });
-    this.queue(frame(FrameType.SETTINGS, 0, 0, payload));
-    this.queue(u32Frame(FrameType.WINDOW_UPDATE, 0, CONNECTION_WINDOW_BYTES - DEFAULT_WINDOW_BYTES));
+    this.queueControl(frame(FrameType.SETTINGS, 0, 0, payload));
+    this.queueControl(u32Frame(FrameType.WINDOW_UPDATE, 0, CONNECTION_WINDOW_BYTES - DEFAULT_WINDOW_BYTES));
     this.recvWindow = CONNECTION_WINDOW_BYTES;
 
     // Small frames must not wait for Nagle's algorithm (Node's http2 sets this too).
@@ -265,7 +388,7 @@ export class H2Connection implements StreamOwner, FrameSink {
     if (stream.closed) return;
     stream.recvUnacked += bytes;
     if (stream.recvUnacked >= STREAM_WINDOW_BYTES / 2) {
-      this.queue(u32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.recvUnacked));
+      this.queueControl(u32Frame(FrameType.WINDOW_UPDATE, stream.id, stream.recvUnacked));
       stream.recvWindow += stream.recvUnacked;
       stream.recvUnacked = 0;
     }
@@ -273,7 +396,7 @@ export class H2Connection implements StreamOwner, FrameSink {
 
   resetStream(stream: H2Stream, code: number): void {
     if (this.closed) return;
-    this.queue(u32Frame(FrameType.RST_STREAM, stream.id, code));
+    this.queueControl(u32Frame(FrameType.RST_STREAM, stream.id, code));
   }
 
   released(stream: H2Stream): void {
@@ -289,10 +412,25 @@ export class H2Connection implements StreamOwner, FrameSink {
     try {
       this.frames.feed(chunk);
     } catch (e) {
+      if (e instanceof BudgetExceeded) return this.cutOff(e.reason, e.message);
+      // The header block bounds (frame_reader.ts, endHeaderBlock) are budgets too.
+      if (e instanceof ConnectionError && e.code === ErrorCode.ENHANCE_YOUR_CALM) return this.cutOff('header_block', e.message);
       if (e instanceof ConnectionError) return this.goaway(e.code, e.message);
       if (e instanceof HpackError) return this.goaway(ErrorCode.COMPRESSION_ERROR, e.message);
       throw e;
     }
+    if (this.closed) return;
+    // A chunk of SETTINGS or PINGs queues an ACK each: checked once per chunk (a 64 KiB read
+    // holds at most ~7300 frames), before they are written.
+    if (this.controlQueued + this.controlInSocket > MAX_QUEUED_CONTROL_FRAMES) {
+      return this.cutOff('control_frames', 'too many control frames unread');
+    }
+    if (!this.readPaused && this.socket.writableLength + this.outBytes > READ_PAUSE_UNSENT_BYTES) {
+      // Resumed by flush once the socket has drained (its 'drain' schedules one).
+      this.readPaused = true;
+      this.socket.pause();
+    }
+    if (this.controlQueued >= FLUSH_AT_QUEUED_CONTROL_FRAMES) this.flush();
     if (this.windowOpened && !this.closed) {
       // A large response waits a round trip per window; on a busy loop the next turn can be
       // milliseconds away, so the held DATA goes now, as nghttp2 sends after each read.
@@ -320,11 +458,18 @@ export class H2Connection implements StreamOwner, FrameSink {
         return this.onContinuation(flags, streamId, payload);
       case FrameType.PRIORITY:
         if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
+        // Priorities are not acted on here: the frame is work for nothing.
+        this.spendGlitch();
         return;
       case FrameType.RST_STREAM: {
         if (streamId === 0 || payload.length !== 4) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad RST_STREAM');
         if (streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
-        this.streams.get(streamId)?.aborted(payload.readUInt32BE(0));
+        const s = this.streams.get(streamId);
+        if (s === undefined) return;
+        // Reset while its handler still runs: what rapid reset does (a stream we had finished
+        // costs nothing more to forget).
+        this.spendReset();
+        s.aborted(payload.readUInt32BE(0));
         return;
       }
       case FrameType.SETTINGS:
@@ -334,6 +479,7 @@ export class H2Connection implements StreamOwner, FrameSink {
       case FrameType.PING:
         if (streamId !== 0 || payload.length !== 8) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad PING');
         if (flags & FLAG_ACK) {
+          this.spendGlitch();
           this.onPingAck();
         } else {
           this.queueAck(frame(FrameType.PING, FLAG_ACK, 0, payload));
@@ -347,7 +493,8 @@ export class H2Connection implements StreamOwner, FrameSink {
       case FrameType.WINDOW_UPDATE:
         return this.onWindowUpdate(streamId, payload);
       default:
-        // Unknown frame types are ignored (section 4.1).
+        // Unknown frame types are ignored (section 4.1), within the budget of frames that do nothing.
+        this.spendGlitch();
         return;
     }
   }
@@ -355,6 +502,10 @@ export class H2Connection implements StreamOwner, FrameSink {
   private onDataFrame(flags: number, streamId: number, payload: Buffer): void {
     if (streamId === 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
     if (streamId > this.lastStreamId) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
+    // No data (padding at most) and no END_STREAM: a frame that does nothing.
+    if ((flags & FLAG_END_STREAM) === 0 && (payload.length === 0 || ((flags & FLAG_PADDED) !== 0 && payload[0]! + 1 >= payload.length))) {
+      this.spendGlitch();
+    }
     // Flow control counts the whole payload, padding included.
     if (payload.length > this.recvWindow) throw new ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window exceeded');
     this.recvWindow -= payload.length;
@@ -365,7 +516,8 @@ export class H2Connection implements StreamOwner, FrameSink {
       return;
     }
     if (payload.length > stream.recvWindow) {
-      this.queue(u32Frame(FrameType.RST_STREAM, streamId, ErrorCode.FLOW_CONTROL_ERROR));
+      this.spendReset();
+      this.queueControl(u32Frame(FrameType.RST_STREAM, streamId, ErrorCode.FLOW_CONTROL_ERROR));
       stream.aborted(ErrorCode.FLOW_CONTROL_ERROR);
       this.creditConnection(payload.length);
       return;
@@ -384,7 +536,7 @@ export class H2Connection implements StreamOwner, FrameSink {
   private creditConnection(bytes: number): void {
     this.recvUnacked += bytes;
     if (this.recvUnacked >= CONNECTION_WINDOW_BYTES / 2) {
-      this.queue(u32Frame(FrameType.WINDOW_UPDATE, 0, this.recvUnacked));
+      this.queueControl(u32Frame(FrameType.WINDOW_UPDATE, 0, this.recvUnacked));
       this.recvWindow += this.recvUnacked;
       this.recvUnacked = 0;
     }
@@ -397,6 +549,7 @@ export class H2Connection implements StreamOwner, FrameSink {
   }
 
   private onContinuation(flags: number, streamId: number, payload: Buffer): void {
+    if (payload.length === 0) this.spendGlitch();
     const hb = this.headerBlocks.continuation(flags, streamId, payload);
     if (hb !== undefined) this.endHeaderBlock(hb);
   }
@@ -407,6 +560,8 @@ export class H2Connection implements StreamOwner, FrameSink {
     let listBytes = 0;
     // Decoded even for a stream we refuse: the HPACK table must see every block.
     const fields = this.decoder.decode(block);
+    // A block without fields is no request and no trailers (gRPC clients send none).
+    if (fields.length === 0) this.spendGlitch();
     for (let i = 0; i < fields.length; i += 2) {
       const name = fields[i]!;
       const value = fields[i + 1]!;
@@ -427,13 +582,13 @@ export class H2Connection implements StreamOwner, FrameSink {
     }
     if (id % 2 === 0 || id <= this.lastStreamId) {
       // Closed streams (ours already reset them) may still see the client's trailers.
-      if (id <= this.lastStreamId && id % 2 === 1) return;
+      if (id <= this.lastStreamId && id % 2 === 1) return this.spendGlitch();
       throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, `bad stream id ${id}`);
     }
     this.lastStreamId = id;
     if (this.goawaySent) return;
     if (this.streams.size >= this.maxConcurrentStreams) {
-      this.queue(u32Frame(FrameType.RST_STREAM, id, ErrorCode.REFUSED_STREAM));
+      this.queueControl(u32Frame(FrameType.RST_STREAM, id, ErrorCode.REFUSED_STREAM));
       return;
     }
     // Go clients dialled with a URL send the scheme in :authority; it is not part of one.
@@ -450,6 +605,8 @@ export class H2Connection implements StreamOwner, FrameSink {
     if (streamId !== 0) throw new ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
     if (flags & FLAG_ACK) {
       if (payload.length !== 0) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ack with a payload');
+      // We send one SETTINGS: an honest peer sends one ACK.
+      this.spendGlitch();
       return;
     }
     if (payload.length % 6 !== 0) throw new ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS payload not a multiple of 6');
@@ -476,7 +633,7 @@ export class H2Connection implements StreamOwner, FrameSink {
       }
       // The rest do not bind a server.
     }
-    this.queue(frame(FrameType.SETTINGS, FLAG_ACK, 0, Buffer.alloc(0)));
+    this.queueControl(SETTINGS_ACK);
   }
 
   private onWindowUpdate(streamId: number, payload: Buffer): void {
@@ -492,13 +649,15 @@ export class H2Connection implements StreamOwner, FrameSink {
     const s = this.streams.get(streamId);
     if (s === undefined) return;
     if (increment === 0) {
-      this.queue(u32Frame(FrameType.RST_STREAM, streamId, ErrorCode.PROTOCOL_ERROR));
+      this.spendReset();
+      this.queueControl(u32Frame(FrameType.RST_STREAM, streamId, ErrorCode.PROTOCOL_ERROR));
       s.aborted(ErrorCode.PROTOCOL_ERROR);
       return;
     }
     s.sendWindow += increment;
     if (s.sendWindow > MAX_WINDOW_BYTES) {
-      this.queue(u32Frame(FrameType.RST_STREAM, streamId, ErrorCode.FLOW_CONTROL_ERROR));
+      this.spendReset();
+      this.queueControl(u32Frame(FrameType.RST_STREAM, streamId, ErrorCode.FLOW_CONTROL_ERROR));
       s.aborted(ErrorCode.FLOW_CONTROL_ERROR);
       return;
     }
@@ -523,6 +682,12 @@ export class H2Connection implements StreamOwner, FrameSink {
     if (!this.pumping) this.scheduleFlush();
   }
 
+  /** A control frame (see MAX_QUEUED_CONTROL_FRAMES): counted until the kernel has taken it. */
+  private queueControl(f: Buffer): void {
+    this.controlQueued++;
+    this.queue(f);
+  }
+
   /**
    * A PING ACK waits (at most PING_ACK_DELAY_MS) for the next flush instead of taking a socket
    * write of its own. Go's gRPC client sends a PING (its bandwidth probe) each time a response
@@ -533,6 +698,7 @@ export class H2Connection implements StreamOwner, FrameSink {
    * do not notice the delay.
    */
   private queueAck(ack: Buffer): void {
+    this.controlQueued++;
     this.out.push(ack);
     this.outBytes += ack.length;
     if (this.flushScheduled || this.ackTimer !== undefined || this.closed) return;
@@ -557,6 +723,11 @@ export class H2Connection implements StreamOwner, FrameSink {
       this.ackTimer = undefined;
     }
     if (this.closed) return;
+    // Control frames queued by handlers (RST_STREAMs) since the last read count too.
+    if (this.controlQueued + this.controlInSocket > MAX_QUEUED_CONTROL_FRAMES) {
+      this.cutOff('control_frames', 'too many control frames unread');
+      return;
+    }
     const callbacks: (() => void)[] = [];
     if (this.socket.writableLength < SOCKET_HIGH_WATER_BYTES) this.pumpData(callbacks);
     if (this.outBytes > 0) {
@@ -565,27 +736,46 @@ export class H2Connection implements StreamOwner, FrameSink {
       this.out = [];
       this.outBytes = 0;
       // Writes complete in order: the last one's callback (also called when the socket is
-      // destroyed first) means no write holds a view of these buffers any more.
+      // destroyed first) means no write holds a view of these buffers any more, and that the
+      // kernel has taken its control frames.
       const lent = this.lentInOut.length === 0 ? null : this.lentInOut.splice(0);
-      const written = lent === null ? undefined : () => giveBackAll(lent);
+      const control = this.controlQueued;
+      let written: (() => void) | undefined;
+      if (control === 0) {
+        written = lent === null ? undefined : () => giveBackAll(lent);
+      } else {
+        this.controlQueued = 0;
+        this.controlInSocket += control;
+        written = () => {
+          this.controlInSocket -= control;
+          if (lent !== null) giveBackAll(lent);
+        };
+      }
       if (out.length === 1) {
         this.socket.write(out[0], written);
       } else if (bytes <= COALESCE_BYTES) {
         this.socket.write(Buffer.concat(out, bytes), written);
       } else {
+        const pieces = gatherSmall(out);
         this.socket.cork();
-        const last = out.length - 1;
-        for (let i = 0; i < last; i++) this.socket.write(out[i]);
-        this.socket.write(out[last], written);
+        const last = pieces.length - 1;
+        for (let i = 0; i < last; i++) this.socket.write(pieces[i]);
+        this.socket.write(pieces[last], written);
         this.socket.uncork();
       }
       if (this.socket.writableLength > MAX_UNREAD_OUTPUT_BYTES) {
+        // No GOAWAY would get past what is waiting: dropped.
+        this.opts.onCutOff?.('unread_output');
         this.teardown(new Error('peer does not read its frames'));
         return;
       }
     }
     for (const cb of callbacks) cb();
     for (const s of this.drainCheck.splice(0)) s.afterSend();
+    if (this.readPaused && !this.closed && this.socket.writableLength + this.outBytes <= READ_RESUME_UNSENT_BYTES) {
+      this.readPaused = false;
+      this.socket.resume();
+    }
   }
 
   /**
@@ -709,7 +899,7 @@ export class H2Connection implements StreamOwner, FrameSink {
     if (interval <= 0) return;
     this.keepaliveTimer = setInterval(() => {
       if (this.closed || this.keepaliveDeadline !== undefined) return;
-      this.queue(frame(FrameType.PING, 0, 0, Buffer.alloc(8)));
+      this.queueControl(frame(FrameType.PING, 0, 0, Buffer.alloc(8)));
       this.keepaliveDeadline = setTimeout(() => this.teardown(new Error('keepalive ping not answered')), this.opts.keepaliveTimeoutMs ?? 20_000);
       this.keepaliveDeadline.unref();
     }, interval);
@@ -736,10 +926,36 @@ export class H2Connection implements StreamOwner, FrameSink {
     if (lastMs < 0) return;
     const gapMs = this.streams.size === 0 && !policy.permitWithoutStream ? PING_GAP_WITHOUT_STREAMS_MS : policy.minTimeMs;
     if (nowMs - lastMs < gapMs) this.pingStrikes++;
-    if (this.pingStrikes > MAX_PING_STRIKES) this.goaway(ErrorCode.ENHANCE_YOUR_CALM, TOO_MANY_PINGS);
+    if (this.pingStrikes > MAX_PING_STRIKES) this.cutOff('pings', TOO_MANY_PINGS);
   }
 
-  /** A connection error: GOAWAY with `code`, then the socket ends once written. */
+  // ---- Budgets ----
+
+  /** A stream ended early by the client (see RESET_BUDGET_BURST_STREAMS); throws once over budget. */
+  private spendReset(): void {
+    if (!this.resetBudget.take(performance.now())) throw new BudgetExceeded('rapid_reset', 'too many streams reset');
+  }
+
+  /** A frame that does nothing (see GLITCH_BUDGET_BURST_FRAMES); throws once over budget. */
+  private spendGlitch(): void {
+    if (!this.glitchBudget.take(performance.now())) throw new BudgetExceeded('empty_frames', 'too many frames doing nothing');
+  }
+
+  /**
+   * The peer went over a budget: GOAWAY ENHANCE_YOUR_CALM, then the socket closes. Queued
+   * control frames are dropped first when they are what the peer did not read.
+   */
+  private cutOff(reason: CutOffReason, message: string): void {
+    if (this.closed || this.goawaySent) return;
+    this.opts.onCutOff?.(reason);
+    if (reason === 'control_frames') {
+      this.out = [];
+      this.outBytes = 0;
+    }
+    this.goaway(ErrorCode.ENHANCE_YOUR_CALM, message);
+  }
+
+  /** A connection error: GOAWAY with `code`, then the socket ends once written (lingerAfterGoaway). */
   private goaway(code: ErrorCode, message: string): void {
     if (this.closed || this.goawaySent) return;
     this.goawaySent = true;
@@ -754,6 +970,53 @@ export class H2Connection implements StreamOwner, FrameSink {
     this.outBytes = 0;
     this.socket.end(bytes);
     this.teardown(undefined);
+    this.lingerAfterGoaway();
+  }
+
+  /**
+   * After an error GOAWAY nothing more is read as frames, and a peer that keeps sending must not
+   * keep the socket (nor our reads) busy: reading stops until the GOAWAY is in the kernel, then
+   * what comes is read and dropped (GOAWAY_DRAIN_MAX_BYTES at most) for GOAWAY_LINGER_MS (Go's
+   * goAwayTimeout: a close with unread bytes would be a reset, which can discard the GOAWAY before
+   * the peer reads it), and the socket is destroyed. A peer that takes none of our bytes for GOAWAY_LINGER_MS before that (it never
+   * reads) is dropped then, and none stays past GOAWAY_MAX_LINGER_MS. A peer that reads the
+   * GOAWAY and closes its side ends it sooner ('end').
+   */
+  private lingerAfterGoaway(): void {
+    const socket = this.socket;
+    if (socket.destroyed) return;
+    socket.pause();
+    const startMs = performance.now();
+    let unsent = socket.writableLength;
+    const destroy = (): void => {
+      this.lingerTimer = undefined;
+      socket.destroy();
+    };
+    const check = (): void => {
+      const now = socket.writableLength;
+      if (now >= unsent || performance.now() - startMs >= GOAWAY_MAX_LINGER_MS) return destroy();
+      unsent = now;
+      this.lingerTimer = setTimeout(check, GOAWAY_LINGER_MS).unref();
+    };
+    this.lingerTimer = setTimeout(check, GOAWAY_LINGER_MS).unref();
+    socket.once('finish', () => {
+      if (this.lingerTimer !== undefined) clearTimeout(this.lingerTimer);
+      if (socket.destroyed) return;
+      let drained = 0;
+      const drain = (chunk: Buffer): void => {
+        drained += chunk.length;
+        if (drained <= GOAWAY_DRAIN_MAX_BYTES) return;
+        socket.off('data', drain);
+        socket.pause();
+      };
+      socket.on('data', drain);
+      socket.resume();
+      this.lingerTimer = setTimeout(destroy, GOAWAY_LINGER_MS).unref();
+    });
+    socket.once('close', () => {
+      if (this.lingerTimer !== undefined) clearTimeout(this.lingerTimer);
+      this.lingerTimer = undefined;
+    });
   }
 
   private teardown(err: Error | undefined): void {
@@ -776,6 +1039,37 @@ export class H2Connection implements StreamOwner, FrameSink {
     if (err !== undefined || !this.goawaySent) this.socket.destroy();
     this.opts.onClose?.(err);
   }
+}
+
+/**
+ * `out` with each run of small buffers (frame headers, control frames, header blocks) copied into
+ * one, up to COALESCE_BYTES: every write waiting in a socket costs ~200 bytes of its own, twenty
+ * times a 9-byte ACK, and a peer that does not read has them wait. DATA payloads are not copied.
+ */
+function gatherSmall(out: Buffer[]): Buffer[] {
+  const pieces: Buffer[] = [];
+  let runStart = 0;
+  let runBytes = 0;
+  const endRun = (end: number): void => {
+    if (end - runStart === 1) pieces.push(out[runStart]!);
+    else if (end > runStart) pieces.push(Buffer.concat(out.slice(runStart, end), runBytes));
+    runBytes = 0;
+  };
+  for (let i = 0; i < out.length; i++) {
+    const b = out[i]!;
+    if (b.length >= GATHER_PIECE_BYTES || runBytes + b.length > COALESCE_BYTES) {
+      endRun(i);
+      runStart = i;
+      if (b.length >= GATHER_PIECE_BYTES) {
+        pieces.push(b);
+        runStart = i + 1;
+        continue;
+      }
+    }
+    runBytes += b.length;
+  }
+  endRun(out.length);
+  return pieces;
 }
 
 function giveBackAll(buffers: Buffer[]): void {

@@ -107,6 +107,8 @@ export interface NetworkMetrics {
   peerSentFailures: Counter<'To'>;
   peerReceivedFailures: Counter<'From'>;
   peerRoundTripTimeSeconds: Histogram<'To'>;
+  /** Ours, not etcd's: HTTP/2 connections cut off for going over a budget (src/h2/connection.ts CutOffReason). */
+  http2CutOffs: Counter<'listener' | 'reason'>;
 }
 
 export interface EtcdMetrics {
@@ -262,6 +264,11 @@ export function createMetrics(opts: MetricsOptions): EtcdMetrics {
       'Round-Trip-Time histogram between peers',
       exponentialBuckets(0.0001, 2, 16),
       ['To'],
+    ),
+    http2CutOffs: counter(
+      'etcdts_http2_connections_cut_off_total',
+      'HTTP/2 connections ended for going over a budget (unread control frames or output, rapid reset, empty frames, header blocks, pings), by listener (client, peer) and reason.',
+      ['listener', 'reason'],
     ),
   };
 

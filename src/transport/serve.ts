@@ -9,7 +9,7 @@ import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import * as grpc from '@grpc/grpc-js';
 import { grpcStreamEntry } from '../grpcjs/stream_hook';
-import { H2Connection } from '../h2/connection';
+import { H2Connection, type CutOffReason } from '../h2/connection';
 import { listenOnTarget } from '../runtime/listen_target';
 import type { PeerTransport } from './transport';
 import { peerTarget } from './urls';
@@ -31,6 +31,8 @@ export interface PeerServeOptions {
   listenSecure?(target: string, accept: (socket: Duplex) => void): Promise<{ port: number; close(): void }>;
   /** Connection-level HTTP/2 protocol problems of peers, for a debug log. */
   onProtocolError?(message: string): void;
+  /** A connection was cut off for going over one of its budgets (for a metric). */
+  onCutOff?(reason: CutOffReason): void;
 }
 
 /** Which HTTP/2 serves the peer URLs: ours (src/h2, the default) or grpc-js's on Node's http2. */
@@ -53,7 +55,7 @@ export async function servePeerUrls(urls: readonly string[], transport: PeerTran
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
     // The connection listens for the socket's errors and tears itself down on one.
-    new H2Connection(socket, { onStream: entry, onProtocolError: opts.onProtocolError });
+    new H2Connection(socket, { onStream: entry, onProtocolError: opts.onProtocolError, onCutOff: opts.onCutOff });
   };
   const ports: number[] = [];
   const closers: (() => void)[] = [];
