@@ -29,7 +29,7 @@ import {
   type TrackCall,
   FAST_CALL_TRACKER,
 } from './fast_common';
-import { sendTooLargeText } from './grpc_go_texts';
+import { sendTooLargeText, TORN_MESSAGE_TEXT, unmarshalStreamText } from './grpc_go_texts';
 
 export interface FastStreamOptions {
   /** Full paths ("/etcdserverpb.Watch/Watch") to answer directly; they must be registered bidi methods. */
@@ -421,7 +421,7 @@ export class FastDuplexCall extends EventEmitter {
     try {
       req = this.handler.deserialize(body);
     } catch {
-      this.failReceive({ code: grpc.status.INTERNAL, details: 'Error deserializing request', metadata: null });
+      this.failReceive({ code: grpc.status.INTERNAL, details: unmarshalStreamText(), metadata: null });
       return;
     }
     this.tracker?.received();
@@ -439,8 +439,9 @@ export class FastDuplexCall extends EventEmitter {
     if (!this.inputEnded || this.endEmitted || this.paused || this.inbox.length > 0 || this.closed) return;
     this.endEmitted = true;
     if (!this.reader.idle && !this.done) {
-      // The client half-closed inside a message.
-      this.failReceive({ code: grpc.status.INTERNAL, details: 'Received incomplete message', metadata: null });
+      // The client half-closed inside a message: grpc-go's Recv returns io.ErrUnexpectedEOF,
+      // which etcd's stream handlers return as it is (code Unknown).
+      this.failReceive({ code: grpc.status.UNKNOWN, details: TORN_MESSAGE_TEXT, metadata: null });
       return;
     }
     this.emit('end');

@@ -6,11 +6,11 @@
 // load, this answers the HTTP/2 stream itself with the same registered handler, the same
 // (de)serializers, the same metrics and the same response headers and trailers grpc-js sends;
 // anything unusual (compressed messages, a wrong content type, other methods) goes to grpc-js.
+import assert from 'node:assert';
 import { EventEmitter } from 'node:events';
 import type * as http2 from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import {
-  COMPRESSED_IDENTITY_TEXT,
   FRAME_HEADER_BYTES,
   RESPONSE_HEADERS,
   authContextOf,
@@ -28,6 +28,7 @@ import {
   FAST_CALL_TRACKER,
 } from './fast_common';
 import { H2Stream, type StreamSink } from '../h2/stream';
+import { COMPRESSED_FLAG_IDENTITY_TEXT, NO_MESSAGE_TEXT, TORN_MESSAGE_TEXT, unmarshalRequestText } from './grpc_go_texts';
 import { encodePooled, type EncodedParts, type PartsSerializer } from '../pb/wire';
 import { POOLED_BUFFER } from '../runtime/buffer_pool';
 
@@ -151,7 +152,7 @@ class FastUnaryCall implements StreamSink {
   }
 
   onStreamData(chunk: Buffer): void {
-    if (this.rejected || this.answering) return;
+    if (this.rejected || this.answering || this.whole) return;
     this.chunks.push(chunk);
     this.bytes += chunk.length;
     if (this.size < 0 && this.bytes >= FRAME_HEADER_BYTES) {
@@ -160,11 +161,21 @@ class FastUnaryCall implements StreamSink {
       // grpc-js's check, made before the message is buffered.
       if (this.size > this.opts.maxReceiveBytes) return this.reject(grpc.status.RESOURCE_EXHAUSTED, tooLargeText(this.size, this.opts.maxReceiveBytes));
     }
-    // Anything past the first message is a second one: refuse rather than buffer it.
-    if (this.size >= 0 && this.bytes > FRAME_HEADER_BYTES + this.size) {
-      return this.reject(grpc.status.UNIMPLEMENTED, `Received a second request message for server streaming method ${this.handler.path}`);
+    // Anything past the first message is dropped unread, as grpc-go's unary calls do (they read
+    // one message and answer): kept only up to the first message's end, nothing more is buffered.
+    if (this.size >= 0 && this.bytes >= FRAME_HEADER_BYTES + this.size) {
+      const keep = FRAME_HEADER_BYTES + this.size;
+      if (this.bytes > keep) {
+        const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.bytes);
+        this.chunks = [all.subarray(0, keep)];
+        this.bytes = keep;
+      }
+      this.whole = true;
     }
   }
+
+  /** The first message is in: later bytes are ignored. */
+  private whole = false;
 
   onStreamEnd(): void {
     if (this.rejected || this.answering) return;
@@ -174,26 +185,18 @@ class FastUnaryCall implements StreamSink {
     // generation, and what an old object points at survives young collections until the next
     // full one; the chunks must not be among that.
     this.chunks = NO_CHUNKS;
-    const path = this.handler.path;
-    if (data.length < FRAME_HEADER_BYTES) {
-      return this.reject(grpc.status.UNIMPLEMENTED, `Received no request message for server streaming method ${path}`);
-    }
+    // grpc-go's answers (etcd's): no message at all is io.EOF, half a message io.ErrUnexpectedEOF,
+    // both as code Unknown.
+    if (data.length < FRAME_HEADER_BYTES) return this.reject(grpc.status.UNKNOWN, NO_MESSAGE_TEXT);
     const size = data.readUInt32BE(1);
-    if (data.length < FRAME_HEADER_BYTES + size) {
-      // The client half-closed inside a message: a broken stream.
-      return this.reject(grpc.status.INTERNAL, 'Received incomplete message');
-    }
-    if (data.length > FRAME_HEADER_BYTES + size) {
-      return this.reject(grpc.status.UNIMPLEMENTED, `Received a second request message for server streaming method ${path}`);
-    }
-    if (data[0] !== 0) {
-      return this.reject(grpc.status.INTERNAL, COMPRESSED_IDENTITY_TEXT);
-    }
+    if (data.length < FRAME_HEADER_BYTES + size) return this.reject(grpc.status.UNKNOWN, TORN_MESSAGE_TEXT);
+    assert(data.length === FRAME_HEADER_BYTES + size, 'a unary request keeps only its first message');
+    if (data[0] !== 0) return this.reject(grpc.status.INTERNAL, COMPRESSED_FLAG_IDENTITY_TEXT);
     this[FAST_CALL_TRACKER]?.received();
     try {
       this.request = this.handler.deserialize(data.subarray(FRAME_HEADER_BYTES));
     } catch (e) {
-      return this.reject(grpc.status.INTERNAL, `Error deserializing request: ${e instanceof Error ? e.message : String(e)}`);
+      return this.reject(grpc.status.INTERNAL, unmarshalRequestText());
     }
     this.answering = true;
     try {

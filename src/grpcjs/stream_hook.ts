@@ -81,47 +81,63 @@ interface RespondingStream {
   sendTrailers(headers: HeadersArg): void;
 }
 
-/** The rewrite of status texts in force (one per process: the client port's gRPC server). */
-let rewriteDetails: ((details: string) => string) | null = null;
+/** What a status rewrite is told about the call. */
+export interface CallOfStatus {
+  /** Whether the server serves `service` at all (an unknown method vs an unknown service). */
+  knownService(service: string): boolean;
+  /** The called method's kind in grpc-js's words ('unary', 'serverStream', ...), undefined if unknown. */
+  methodType: string | undefined;
+}
 
-function rewrittenHeaders(headers: HeadersArg): HeadersArg {
+type Rewrite = (details: string, call: CallOfStatus) => string;
+
+/** The stream's rewrite and call, kept on the stream itself (no closure per call). */
+const REWRITE = Symbol('etcdts.statusRewrite');
+interface RewrittenStream extends RespondingStream {
+  [REWRITE]?: { rewrite: Rewrite; call: CallOfStatus };
+}
+
+function rewrittenHeaders(stream: RewrittenStream, headers: HeadersArg): HeadersArg {
   const raw = headers['grpc-message'];
-  if (typeof raw !== 'string' || rewriteDetails === null) return headers;
+  const r = stream[REWRITE];
+  if (typeof raw !== 'string' || r === undefined) return headers;
   let details: string;
   try {
     details = decodeURIComponent(raw);
   } catch {
     return headers;
   }
-  const fixed = rewriteDetails(details);
+  const fixed = r.rewrite(details, r.call);
   return fixed === details ? headers : { ...headers, 'grpc-message': encodeURI(fixed) };
 }
 
-// Shared by every stream (no closure per call): the stream's own class does the work.
-function respondRewritten(this: RespondingStream, headers: HeadersArg, options?: unknown): void {
-  (Object.getPrototypeOf(this) as RespondingStream).respond.call(this, rewrittenHeaders(headers), options);
+// Shared by every stream: the stream's own class does the work.
+function respondRewritten(this: RewrittenStream, headers: HeadersArg, options?: unknown): void {
+  (Object.getPrototypeOf(this) as RespondingStream).respond.call(this, rewrittenHeaders(this, headers), options);
 }
-function sendTrailersRewritten(this: RespondingStream, headers: HeadersArg): void {
-  (Object.getPrototypeOf(this) as RespondingStream).sendTrailers.call(this, rewrittenHeaders(headers));
+function sendTrailersRewritten(this: RewrittenStream, headers: HeadersArg): void {
+  (Object.getPrototypeOf(this) as RespondingStream).sendTrailers.call(this, rewrittenHeaders(this, headers));
 }
 
 /**
  * Rewrites the status text of every call grpc-js answers itself on `server` (one that no hook
- * took: its unknown-method answer, its size limits) with `rewrite`, given the set of services
- * served. Install before any hookServerStreams, so that it wraps only grpc-js's own path.
+ * took: its unknown-method answer, its size limits, its decode errors) with `rewrite`. Install
+ * before any hookServerStreams, so that it wraps only grpc-js's own path.
  */
-export function rewriteGrpcJsStatus(server: grpc.Server, rewrite: (details: string, knownService: (service: string) => boolean) => string): void {
-  const internals = server as unknown as GrpcJsServerInternals & { handlers?: Map<string, unknown> };
+export function rewriteGrpcJsStatus(server: grpc.Server, rewrite: Rewrite): void {
+  const internals = server as unknown as GrpcJsServerInternals & { handlers?: Map<string, { type?: string }> };
   assert(internals.handlers instanceof Map, 'grpc-js internals changed: handlers map unavailable');
   const handlers = internals.handlers;
   const knownService = (service: string): boolean => {
     for (const path of handlers.keys()) if (path.startsWith(`/${service}/`)) return true;
     return false;
   };
-  rewriteDetails = (details) => rewrite(details, knownService);
   const wrap = (original: StreamHandler): StreamHandler =>
     function (this: GrpcJsServerInternals, extra, stream, headers) {
-      const s = stream as unknown as RespondingStream;
+      const s = stream as unknown as RewrittenStream;
+      const path = headers[':path'];
+      const methodType = typeof path === 'string' ? handlers.get(path)?.type : undefined;
+      s[REWRITE] = { rewrite, call: { knownService, methodType } };
       s.respond = respondRewritten;
       s.sendTrailers = sendTrailersRewritten;
       original.call(this, extra, stream, headers);

@@ -104,14 +104,19 @@ describe('fast unary path for KV', () => {
     }
   });
 
-  it('refuses a compressed flag without grpc-encoding, two messages, and no message, as grpc-js does', async () => {
+  it("answers a compressed flag without grpc-encoding, two messages, no message and half a message as grpc-go does (etcd's)", async () => {
     const compressed = await raw('/etcdserverpb.KV/Put', frame(putBytes('c'), true));
     expect(compressed.trailers['grpc-status'] ?? compressed.headers['grpc-status']).toBe(String(grpc.status.INTERNAL));
+    expect(decodeURI(String(compressed.headers['grpc-message']))).toBe('grpc: compressed flag set with identity or empty encoding');
+    // grpc-go reads a unary call's first message and answers it; what follows is ignored.
     const two = await raw('/etcdserverpb.KV/Put', Buffer.concat([frame(putBytes('x')), frame(putBytes('y'))]));
-    expect(two.headers['grpc-status']).toBe(String(grpc.status.UNIMPLEMENTED));
+    expect(two.trailers['grpc-status']).toBe(String(grpc.status.OK));
     const none = await raw('/etcdserverpb.KV/Put', Buffer.alloc(0));
-    expect(none.headers['grpc-status']).toBe(String(grpc.status.UNIMPLEMENTED));
-    expect(decodeURI(String(none.headers['grpc-message']))).toBe('Received no request message for server streaming method /etcdserverpb.KV/Put');
+    expect(none.headers['grpc-status']).toBe(String(grpc.status.UNKNOWN));
+    expect(decodeURI(String(none.headers['grpc-message']))).toBe('EOF');
+    const torn = await raw('/etcdserverpb.KV/Put', frame(putBytes('t')).subarray(0, 7));
+    expect(torn.headers['grpc-status']).toBe(String(grpc.status.UNKNOWN));
+    expect(decodeURI(String(torn.headers['grpc-message']))).toBe('unexpected EOF');
   });
 
   it("refuses a message above the receive limit from its frame header, with grpc-go's text (what etcd's clients see)", async () => {
