@@ -132,7 +132,7 @@ export function decodeInternalFast(buf: Buffer): InternalRaftRequest | null {
   const m = emptyInternalRequest();
   const end = buf.length;
   while (r.pos < end) {
-    const t = r.varint();
+    const t = r.tag();
     const wt = t & 7;
     const f = t >>> 3;
     if (f === 1) {

@@ -232,7 +232,7 @@ function decodeKeyValueFields(buf: Buffer): pb.KeyValue {
   const kv: pb.KeyValue = { key: EMPTY_BYTES, createRevision: '0', modRevision: '0', version: '0', value: EMPTY_BYTES, lease: '0' };
   const r = new Reader(buf);
   while (r.pos < buf.length) {
-    const tag = r.varint();
+    const tag = r.tag();
     switch (tag) {
       case 0x0a:
         kv.key = r.bytes();
@@ -1051,7 +1051,7 @@ export function decodeRangeRequestAt(r: Reader, end: number): pb.RangeRequest {
     maxCreateRevision: '0',
   };
   while (r.pos < end) {
-    const t = r.varint();
+    const t = r.tag();
     const wt = t & 7;
     switch (t >>> 3) {
       case 1:
@@ -1117,7 +1117,7 @@ export function decodeRangeRequestAt(r: Reader, end: number): pb.RangeRequest {
 export function decodePutRequestAt(r: Reader, end: number): pb.PutRequest {
   const m: pb.PutRequest = { key: EMPTY_BYTES, value: EMPTY_BYTES, lease: '0', prevKv: false, ignoreValue: false, ignoreLease: false };
   while (r.pos < end) {
-    const t = r.varint();
+    const t = r.tag();
     const wt = t & 7;
     switch (t >>> 3) {
       case 1:
@@ -1155,7 +1155,7 @@ export function decodePutRequestAt(r: Reader, end: number): pb.PutRequest {
 export function decodeDeleteRangeRequestAt(r: Reader, end: number): pb.DeleteRangeRequest {
   const m: pb.DeleteRangeRequest = { key: EMPTY_BYTES, rangeEnd: EMPTY_BYTES, prevKv: false };
   while (r.pos < end) {
-    const t = r.varint();
+    const t = r.tag();
     const wt = t & 7;
     switch (t >>> 3) {
       case 1:
@@ -1185,7 +1185,7 @@ function decodeCompareAt(r: Reader, end: number): pb.Compare {
   const o = m as unknown as Obj;
   let member = '';
   while (r.pos < end) {
-    const t = r.varint();
+    const t = r.tag();
     const wt = t & 7;
     const f = t >>> 3;
     switch (f) {
@@ -1240,7 +1240,7 @@ function decodeRequestOpAt(r: Reader, end: number): pb.RequestOp {
   const o = m as unknown as Obj;
   let member = '';
   while (r.pos < end) {
-    const t = r.varint();
+    const t = r.tag();
     const wt = t & 7;
     const f = t >>> 3;
     if (f >= 1 && f <= 4) {
@@ -1274,7 +1274,7 @@ export function decodeTxnRequestAt(r: Reader, end: number): pb.TxnRequest {
   try {
     const m: pb.TxnRequest = { compare: [], success: [], failure: [] };
     while (r.pos < end) {
-      const t = r.varint();
+      const t = r.tag();
       const wt = t & 7;
       switch (t >>> 3) {
         case 1:
@@ -1303,7 +1303,7 @@ export function decodeTxnRequestAt(r: Reader, end: number): pb.TxnRequest {
 export function decodeCompactionRequestAt(r: Reader, end: number): pb.CompactionRequest {
   const m: pb.CompactionRequest = { revision: '0', physical: false };
   while (r.pos < end) {
-    const t = r.varint();
+    const t = r.tag();
     const wt = t & 7;
     switch (t >>> 3) {
       case 1:
@@ -1325,7 +1325,7 @@ export function decodeCompactionRequestAt(r: Reader, end: number): pb.Compaction
 export function decodeRequestHeaderAt(r: Reader, end: number): pb.RequestHeader {
   const m: pb.RequestHeader = { ID: '0', username: '', authRevision: '0' };
   while (r.pos < end) {
-    const t = r.varint();
+    const t = r.tag();
     const wt = t & 7;
     switch (t >>> 3) {
       case 1:

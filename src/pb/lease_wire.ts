@@ -12,7 +12,7 @@ export function decodeLeaseKeepAliveRequest(buf: Buffer): pb.LeaseKeepAliveReque
   const r = new Reader(buf);
   const m: pb.LeaseKeepAliveRequest = { ID: '0' };
   while (r.pos < r.end) {
-    const t = r.varint();
+    const t = r.tag();
     const wt = t & 7;
     if (t >>> 3 === 1) {
       if (wt !== WIRE_VARINT) throw new NotFast('unexpected wire type');

@@ -425,6 +425,18 @@ export class Reader {
     throw new NotFast('varint too long');
   }
 
+  /**
+   * A field's tag: a varint of at most 32 bits whose field number is above 0. Anything else is
+   * not protobuf (gogo's decoders, etcd's, say "illegal tag"; protobufjs throws too): our callers
+   * fall back to protobufjs on NotFast, which then refuses it. (Read as a plain varint, field 0
+   * was skipped as an unknown field and a tag over 32 bits aliased a real field through `>>> 3`.)
+   */
+  tag(): number {
+    const t = this.varint();
+    if (t > 0xffffffff || t < 8) throw new NotFast('illegal tag');
+    return t;
+  }
+
   /** A varint's full 64 bits as lo/hi 32-bit halves. */
   private varint64(): { lo: number; hi: number } {
     let lo = 0;

@@ -7,7 +7,7 @@ import { messageType } from '../pb/internal';
 import type * as pb from '../pb/types';
 import type { MessageInit } from '../pb/types';
 import type { ConfState, Entry, Message, Snapshot } from '../raft/types';
-import { decodeMessageFast, encodeMessageFast } from './message_wire';
+import { decodeMessageFast, encodeMessageFast, WireError } from './message_wire';
 
 /** MessageBatch.msgs: field 1, length-delimited. */
 const BATCH_MSGS_TAG = (1 << 3) | 2;
@@ -189,9 +189,14 @@ interface WireMessage {
   context?: Uint8Array;
 }
 
-function asBuffer(u: Uint8Array | undefined): Buffer {
-  if (u === undefined) return Buffer.alloc(0);
-  return Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+function asBuffer(u: Uint8Array | null | undefined): Buffer {
+  if (u === undefined || u === null) return Buffer.alloc(0);
+  if (Buffer.isBuffer(u)) return u;
+  // protobufjs hands some bytes fields of odd input over as plain arrays (found by fuzzing:
+  // a TypeError out of Buffer.from on a peer's message).
+  if (u instanceof Uint8Array) return Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+  if (Array.isArray(u)) return Buffer.from(u as number[]);
+  throw new WireError('bytes field of unknown shape in raft message');
 }
 
 function toWire(m: Message): WireMessage {

@@ -190,7 +190,7 @@ class Reader {
       result += (b & 0x7f) * mul;
       if (b < 0x80) {
         // Index/term/commit above 2^53 cannot come from a sane peer; refuse instead of rounding.
-        if (!Number.isSafeInteger(result)) assert.fail('uint64 beyond 2^53 in raft message');
+        if (!Number.isSafeInteger(result)) throw new WireError('uint64 beyond 2^53 in raft message');
         return result;
       }
       mul *= 0x80;
