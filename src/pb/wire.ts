@@ -395,6 +395,9 @@ export const WIRE_DELIMITED = 2;
 export const WIRE_FIXED32 = 5;
 
 /** Reads protobuf wire data; every malformed input throws NotFast (protobufjs decides). */
+/** A 32-bit varint takes at most 5 bytes. */
+const MAX_TAG_BYTES = 5;
+
 export class Reader {
   pos: number;
   constructor(
@@ -432,8 +435,10 @@ export class Reader {
    * was skipped as an unknown field and a tag over 32 bits aliased a real field through `>>> 3`.)
    */
   tag(): number {
+    const start = this.pos;
     const t = this.varint();
-    if (t > 0xffffffff || t < 8) throw new NotFast('illegal tag');
+    // protobufjs also refuses a tag in more than 5 bytes, however small its value.
+    if (t > 0xffffffff || t < 8 || this.pos - start > MAX_TAG_BYTES) throw new NotFast('illegal tag');
     return t;
   }
 
