@@ -1247,8 +1247,8 @@ export class EtcdServer implements EtcdServerApi {
 
   async leaseGrant(req: pb.LeaseGrantRequest, ctx?: CallAuth): Promise<pb.LeaseGrantResponse> {
     this.checkQuota(0);
-    // No permission check, but as every proposal etcd's LeaseGrant refuses a token it cannot resolve.
-    const ai = this.auth.authInfo(ctx);
+    // etcd 3.6's requireAuthInfo: with auth on, no lease for nobody (3.4 granted one).
+    const ai = this.auth.requireUser(ctx);
     // A client may choose any non-zero int64, negative ones too (etcd's LeaseGrant and lessor take them).
     const id = req.ID === '0' || req.ID === '' ? this.idGen.nextLeaseId() : BigInt(req.ID);
     if (Number(req.TTL) > MAX_LEASE_TTL_SEC) throw etcdError('LeaseTTLTooLarge');
@@ -1258,7 +1258,9 @@ export class EtcdServer implements EtcdServerApi {
   }
 
   async leaseRevoke(req: pb.LeaseRevokeRequest, ctx?: CallAuth): Promise<pb.LeaseRevokeResponse> {
-    const resp = (await this.propose({ leaseRevoke: { ID: req.ID } } as pb.InternalRaftRequest, this.auth.authInfo(ctx))) as pb.LeaseRevokeResponse;
+    // Someone, as for a grant; whether they may write the lease's keys is checked when applied.
+    const ai = this.auth.requireUser(ctx);
+    const resp = (await this.propose({ leaseRevoke: { ID: req.ID } } as pb.InternalRaftRequest, ai)) as pb.LeaseRevokeResponse;
     this.metrics?.lease.revokedTotal.inc();
     return this.withHeader(resp);
   }
@@ -1269,7 +1271,10 @@ export class EtcdServer implements EtcdServerApi {
   }
   private leaderClientInstance: LeaderClient | null = null;
 
-  async leaseKeepAlive(req: pb.LeaseKeepAliveRequest): Promise<pb.LeaseKeepAliveResponse> {
+  async leaseKeepAlive(req: pb.LeaseKeepAliveRequest, ctx?: CallAuth): Promise<pb.LeaseKeepAliveResponse> {
+    // etcd 3.6's checkLeaseRenew, on the member the client called (a forwarded renewal is not
+    // checked again): a caller, who may write every key of the lease unless they have the root role.
+    this.checkLeaseRenew(req.ID, ctx);
     if (this.isLeader) return this.renewHere(req);
     return this.viaLeader(
       async () => this.renewHere(req),
@@ -1319,6 +1324,11 @@ export class EtcdServer implements EtcdServerApi {
     return { ttl: r.TTL, grantedTtl: r.grantedTTL };
   }
 
+  private checkLeaseRenew(id: string, ctx: CallAuth | undefined): void {
+    // etcd checks the auth revision again after the keys; nothing runs in between here.
+    this.auth.checkLeaseKeys(ctx, () => this.lessor.timeToLive(BigInt(id))?.keys ?? [], 'write');
+  }
+
   /** A keepalive answered by this member's lessor (it leads). */
   private renewHere(req: pb.LeaseKeepAliveRequest): pb.LeaseKeepAliveResponse {
     let ttl = 0;
@@ -1332,10 +1342,14 @@ export class EtcdServer implements EtcdServerApi {
   }
 
   async leaseTimeToLive(req: pb.LeaseTimeToLiveRequest, ctx?: CallAuth): Promise<pb.LeaseTimeToLiveResponse> {
-    // etcd's checkLeaseTimeToLive (3.4.26+, 3.5.9+; CVE-2023-32082): with auth on, a caller asking
-    // for a lease's keys must be able to read each of them.
-    if (req.keys) this.auth.checkLeaseKeys(ctx, () => this.lessor.timeToLive(BigInt(req.ID))?.keys ?? []);
-    return this.timeToLiveViaLeader(req);
+    // etcd 3.6: a caller for any time-to-live (3.4 answered anyone); for a lease's keys
+    // (checkLeaseTimeToLive, CVE-2023-32082) one who may read each of them, checked here, on the
+    // member the client called.
+    this.auth.requireUser(ctx);
+    const rev = req.keys ? this.auth.checkLeaseKeys(ctx, () => this.lessor.timeToLive(BigInt(req.ID))?.keys ?? [], 'read') : 0;
+    const resp = await this.timeToLiveViaLeader(req);
+    if (req.keys && this.auth.authRevisionChanged(rev)) throw etcdError('AuthOldRevision');
+    return resp;
   }
 
   private async timeToLiveViaLeader(req: pb.LeaseTimeToLiveRequest): Promise<pb.LeaseTimeToLiveResponse> {
@@ -1377,9 +1391,13 @@ export class EtcdServer implements EtcdServerApi {
     } as pb.LeaseTimeToLiveResponse;
   }
 
-  async leaseLeases(_req: pb.LeaseLeasesRequest): Promise<pb.LeaseLeasesResponse> {
+  async leaseLeases(_req: pb.LeaseLeasesRequest, ctx?: CallAuth): Promise<pb.LeaseLeasesResponse> {
     await this.linearizableReadNotify();
-    return { header: this.header(), leases: this.lessor.leases().map((id) => ({ ID: id.toString() })) } as pb.LeaseLeasesResponse;
+    const ids = this.lessor.leases();
+    // etcd 3.6's checkLeaseLeases: a caller who, without the root role, may read every key of
+    // every lease (3.4 listed them to anyone).
+    this.auth.checkLeaseKeys(ctx, () => ids.flatMap((id) => this.lessor.timeToLive(id)?.keys ?? []), 'read');
+    return { header: this.header(), leases: ids.map((id) => ({ ID: id.toString() })) } as pb.LeaseLeasesResponse;
   }
 
   /** waitLeader, failing with `name` instead of "no leader" (what etcd says for that request). */
