@@ -14,7 +14,8 @@ interface CallWithMetadata extends MetadataCarrier {
 export function callAuth(call: CallWithMetadata): CallAuth {
   const out: CallAuth = {};
   const tok = metadataValues(call, 'token')[0] ?? metadataValues(call, 'authorization')[0];
-  if (tok !== undefined) out.token = typeof tok === 'string' ? tok : tok.toString('utf8');
+  // etcd 3.6 takes "Bearer <token>" as the token (strings.TrimPrefix), in either metadata.
+  if (tok !== undefined) out.token = (typeof tok === 'string' ? tok : tok.toString('utf8')).replace(/^Bearer /, '');
   try {
     const cn = call.getAuthContext?.().sslPeerCertificate?.subject?.CN;
     if (typeof cn === 'string' && cn !== '') out.commonName = cn;

@@ -16,7 +16,11 @@ export function clusterService(server: EtcdServerApi): grpc.UntypedServiceImplem
     MemberRemove: unary<pb.MemberRemoveRequest, pb.MemberRemoveResponse>(async (req, call) => server.memberRemove(req, callAuth(call))),
     // etcd's v3rpc layer does not parse MemberUpdate's URLs; neither do we.
     MemberUpdate: unary<pb.MemberUpdateRequest, pb.MemberUpdateResponse>(async (req, call) => server.memberUpdate(req, callAuth(call))),
-    MemberList: unary<pb.MemberListRequest, pb.MemberListResponse>(async (req) => server.memberList(req)),
+    MemberList: unary<pb.MemberListRequest, pb.MemberListResponse>(async (req, call) => {
+      // etcd 3.6: any user, but a user (requireAuthInfo in EtcdServer.MemberList).
+      server.auth?.requireUser(callAuth(call));
+      return server.memberList(req);
+    }),
     MemberPromote: unary<pb.MemberPromoteRequest, pb.MemberPromoteResponse>(async (req, call) => server.memberPromote(req, callAuth(call))),
   };
 }

@@ -35,9 +35,9 @@ export function leaseService(server: EtcdServerApi, log: ApiLogger): grpc.Untype
         return { header: server.header(), ID: req.ID, TTL: '-1', grantedTTL: '0', keys: [] } as pb.LeaseTimeToLiveResponse;
       }
     }),
-    LeaseLeases: unary<pb.LeaseLeasesRequest, pb.LeaseLeasesResponse>(async (req) => {
+    LeaseLeases: unary<pb.LeaseLeasesRequest, pb.LeaseLeasesResponse>(async (req, call) => {
       try {
-        return await server.leaseLeases(req);
+        return await server.leaseLeases(req, callAuth(call));
       } catch (e) {
         if (!isLeaseNotFound(e)) throw e;
         return { header: server.header(), leases: [] } as pb.LeaseLeasesResponse;
@@ -55,6 +55,8 @@ function runKeepAliveStream(
   call: grpc.ServerDuplexStream<pb.LeaseKeepAliveRequest, pb.LeaseKeepAliveResponse>,
 ): void {
   const queue: pb.LeaseKeepAliveRequest[] = [];
+  // The stream's caller, checked again at each keepalive as etcd's LeaseRenew does.
+  const ctx = callAuth(call);
   let working = false;
   let done = false;
   let paused = false;
@@ -83,7 +85,7 @@ function runKeepAliveStream(
         }
         let resp: pb.LeaseKeepAliveResponse;
         try {
-          resp = await server.leaseKeepAlive(req);
+          resp = await server.leaseKeepAlive(req, ctx);
         } catch (e) {
           if (!isLeaseNotFound(e)) {
             finish(e);

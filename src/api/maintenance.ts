@@ -1,6 +1,7 @@
 // etcdserverpb.Maintenance, including the snapshot stream.
 import * as grpc from '@grpc/grpc-js';
 import type * as pb from '../pb/types';
+import { AlarmRequest_AlarmAction } from '../pb/types';
 import type { EtcdServerApi } from '../server/types';
 import { toGrpcError } from './errors';
 import type { ApiLogger } from './types';
@@ -9,8 +10,18 @@ import { callAuth } from './auth';
 
 export function maintenanceService(server: EtcdServerApi, log: ApiLogger): grpc.UntypedServiceImplementation {
   return {
-    Alarm: unary<pb.AlarmRequest, pb.AlarmResponse>(async (req, call) => server.alarm(req, callAuth(call))),
-    Status: unary<pb.StatusRequest, pb.StatusResponse>(async (req) => server.status(req)),
+    Alarm: unary<pb.AlarmRequest, pb.AlarmResponse>(async (req, call) => {
+      // etcd 3.6's authMaintenanceServer: any user may list the alarms, only root may raise or
+      // clear one. Here, not in the server: its own calls (/health, /metrics) carry no caller.
+      const ctx = callAuth(call);
+      if (req.action === AlarmRequest_AlarmAction.GET) server.auth?.requireUser(ctx);
+      else server.auth?.checkAdmin(ctx);
+      return server.alarm(req, ctx);
+    }),
+    Status: unary<pb.StatusRequest, pb.StatusResponse>(async (req, call) => {
+      server.auth?.requireUser(callAuth(call));
+      return server.status(req);
+    }),
     Defragment: unary<pb.DefragmentRequest, pb.DefragmentResponse>(async (req, call) => server.defragment(req, callAuth(call))),
     Hash: unary<pb.HashRequest, pb.HashResponse>(async (req, call) => server.hash(req, callAuth(call))),
     HashKV: unary<pb.HashKVRequest, pb.HashKVResponse>(async (req, call) => server.hashKV(req, callAuth(call))),

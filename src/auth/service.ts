@@ -27,9 +27,13 @@ const WATCH_REFUSALS_NAMED: ReadonlySet<string> = new Set(
 export class AuthService implements AuthApi {
   constructor(private readonly d: AuthServiceDeps) {}
 
-  /** etcd's AuthInfoFromCtx: a token wins; else the TLS CN; else nobody (null). */
+  /**
+   * etcd 3.6's AuthInfoFromCtx: with auth on, a token wins (one that does not resolve is refused);
+   * else the TLS CN; else nobody (null). With auth off a token is not looked at (3.4 refused one it
+   * could not resolve even then).
+   */
   authInfo(ctx: CallAuth | undefined): AuthInfo | null {
-    if (ctx?.token) {
+    if (ctx?.token && this.d.store.isEnabled()) {
       const ai = this.d.tokens.info(ctx.token, this.d.store.revision());
       if (!ai) throw etcdError('InvalidAuthToken');
       return ai;
@@ -38,13 +42,23 @@ export class AuthService implements AuthApi {
     return null;
   }
 
+  /** etcd's requireAuthInfo: with auth on, the caller must be someone (a token that resolves, or a CN). */
+  requireUser(ctx: CallAuth | undefined): AuthInfo | null {
+    if (!this.d.store.isEnabled()) return null;
+    const ai = this.authInfo(ctx);
+    if (!ai) throw etcdError('UserEmpty');
+    return ai;
+  }
+
   private async run<T extends { header: pb.ResponseHeader | null }>(req: Partial<pb.InternalRaftRequest>, ctx: CallAuth | undefined): Promise<T> {
     const resp = (await this.d.propose(req, this.authInfo(ctx))) as T;
     resp.header = this.d.header();
     return resp;
   }
 
-  async authenticate(req: pb.AuthenticateRequest, ctx?: CallAuth): Promise<pb.AuthenticateResponse> {
+  // etcd 3.6 proposes Authenticate without looking at a token sent along (3.4 refused one it could
+  // not resolve): no CallAuth here.
+  async authenticate(req: pb.AuthenticateRequest): Promise<pb.AuthenticateResponse> {
     await this.d.linearizableRead();
     const { store } = this.d;
     if (!store.isEnabled()) throw etcdError('AuthNotEnabled');
@@ -54,8 +68,7 @@ export class AuthService implements AuthApi {
     if (u.noPassword) throw etcdError('NoPasswordUser');
     if (!(await verifyPassword(req.password, u.password))) throw etcdError('AuthFailed');
     const internal: pb.InternalAuthenticateRequest = { name: req.name, password: '', simpleToken: this.d.tokens.genPrefix() };
-    // Proposed like any request: a token sent along must resolve (it is not otherwise used).
-    return this.run<pb.AuthenticateResponse>({ authenticate: internal }, ctx);
+    return this.run<pb.AuthenticateResponse>({ authenticate: internal }, undefined);
   }
 
   authEnable(req: pb.AuthEnableRequest, ctx?: CallAuth): Promise<pb.AuthEnableResponse> {
@@ -86,7 +99,9 @@ export class AuthService implements AuthApi {
   }
 
   async userChangePassword(req: pb.AuthUserChangePasswordRequest, ctx?: CallAuth): Promise<pb.AuthUserChangePasswordResponse> {
-    const hashed = req.hashedPassword || (await hashPassword(req.password, this.d.bcryptCost));
+    // etcd 3.5+ hashes only a password that is not empty: an empty one is stored as no hash at all,
+    // which no password matches (the user can no longer authenticate; UserAdd hashes "" like any).
+    const hashed = req.hashedPassword || (req.password === '' ? '' : await hashPassword(req.password, this.d.bcryptCost));
     return this.run({ authUserChangePassword: { name: req.name, password: '', hashedPassword: hashed } }, ctx);
   }
 
@@ -135,26 +150,39 @@ export class AuthService implements AuthApi {
 
   /** Throws etcd's error unless the caller may read [key, rangeEnd). */
   checkRange(ctx: CallAuth | undefined, key: Buffer, rangeEnd: Buffer): void {
-    // etcd's doSerialize resolves the token first: one it cannot resolve is refused with auth off too.
     const ai = this.authInfo(ctx);
     if (!this.d.store.isEnabled()) return;
     this.d.store.checkRange(ai, key, rangeEnd);
   }
 
   /**
-   * etcd's checkLeaseTimeToLive: with auth on, the caller must be able to read every key of the
-   * lease (auth off: anyone; `leaseKeys` is then not called).
+   * etcd 3.6's checks of leased keys against a caller (checkLeaseTimeToLive and checkLeaseLeases
+   * with `read`, checkLeaseRenew with `write`): with auth on there must be a caller; the root role
+   * may do anything; anyone else needs that permission on every key (no keys: nothing to check).
+   * Returns the auth revision the check saw: etcd refuses the answer as "auth revision is old" when
+   * it changed before the answer left (authRevisionChanged).
    */
-  checkLeaseKeys(ctx: CallAuth | undefined, leaseKeys: () => Buffer[]): void {
-    if (!this.d.store.isEnabled()) return;
+  checkLeaseKeys(ctx: CallAuth | undefined, leaseKeys: () => Iterable<Buffer>, perm: 'read' | 'write'): number {
+    const rev = this.d.store.revision();
+    if (!this.d.store.isEnabled()) return rev;
     const ai = this.authInfo(ctx);
     if (!ai) throw etcdError('UserEmpty');
-    for (const key of leaseKeys()) this.d.store.checkRange(ai, key, Buffer.alloc(0));
+    if (this.d.store.isAdmin(ai)) return rev;
+    const empty = Buffer.alloc(0);
+    for (const key of leaseKeys()) {
+      if (perm === 'read') this.d.store.checkRange(ai, key, empty);
+      else this.d.store.checkPut(ai, key);
+    }
+    return rev;
+  }
+
+  /** True when auth is on and its revision is no longer `since` (etcd then answers "auth revision is old"). */
+  authRevisionChanged(since: number): boolean {
+    return this.d.store.isEnabled() && this.d.store.revision() !== since;
   }
 
   /** Throws etcd's error unless the caller has the root role (auth disabled: anyone). */
   checkAdmin(ctx: CallAuth | undefined): void {
-    // As etcd's isPermitted: the token is resolved first, with auth off too.
     const ai = this.authInfo(ctx);
     if (!this.d.store.isEnabled()) return;
     this.d.store.checkAdmin(ai);

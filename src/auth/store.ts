@@ -319,6 +319,8 @@ export class AuthStore {
   roleGet(name: string): pb.Permission[] {
     const role = this.roles.get(name);
     if (!role) throw etcdError('RoleNotFound');
+    // etcd 3.5+ (rootPerm): the root role reads and writes every key, whatever was granted to it.
+    if (name === ROOT_ROLE) return [{ permType: PermType.READWRITE, key: Buffer.alloc(0), rangeEnd: Buffer.from([0]) }];
     return role.perms.map((p) => ({ permType: p.permType, key: p.key, rangeEnd: p.rangeEnd }));
   }
 
@@ -372,6 +374,12 @@ export class AuthStore {
     this.isOpPermitted(ai, key, rangeEnd, true);
   }
 
+  /** etcd's IsAdminPermitted(ai) == nil, with auth on: the caller is a user with the root role. */
+  isAdmin(ai: AuthInfo | null): boolean {
+    if (!ai || ai.username === '') return false;
+    return this.users.get(ai.username)?.roles.includes(ROOT_ROLE) ?? false;
+  }
+
   checkAdmin(ai: AuthInfo | null): void {
     if (!this.enabled) return;
     if (!ai || ai.username === '') throw etcdError('UserEmpty');
@@ -380,19 +388,24 @@ export class AuthStore {
     if (!u.roles.includes(ROOT_ROLE)) throw etcdError('PermissionDenied');
   }
 
-  /** etcd's checkTxnAuth: compares and every op of both branches, recursively. */
-  checkTxn(ai: AuthInfo | null, t: pb.TxnRequest): void {
+  /**
+   * etcd's checkTxnAuth: compares and every op of both branches, recursively; a put as a plain Put
+   * (checkPutAuth: the key, then every key of the lease it attaches to, which `checkLeasePuts`
+   * checks, then prev_kv's read).
+   */
+  checkTxn(ai: AuthInfo | null, t: pb.TxnRequest, checkLeasePuts: (ai: AuthInfo | null, leaseId: string) => void): void {
     for (const c of t.compare ?? []) this.checkRange(ai, c.key, c.rangeEnd);
     for (const op of [...(t.success ?? []), ...(t.failure ?? [])]) {
       if (op.requestRange) this.checkRange(ai, op.requestRange.key, op.requestRange.rangeEnd);
       else if (op.requestPut) {
         this.checkPut(ai, op.requestPut.key);
+        checkLeasePuts(ai, op.requestPut.lease);
         if (op.requestPut.prevKv) this.checkRange(ai, op.requestPut.key, Buffer.alloc(0));
       } else if (op.requestDeleteRange) {
         const d = op.requestDeleteRange;
         if (d.prevKv) this.checkRange(ai, d.key, d.rangeEnd);
         this.checkDeleteRange(ai, d.key, d.rangeEnd);
-      } else if (op.requestTxn) this.checkTxn(ai, op.requestTxn);
+      } else if (op.requestTxn) this.checkTxn(ai, op.requestTxn, checkLeasePuts);
     }
   }
 }

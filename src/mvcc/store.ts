@@ -97,6 +97,8 @@ const RANGE_CLOCK_RECORDS = 256;
 const HASH_MAX_WAITING = 16;
 /** Tries of one hash when the file is swapped under it (each defragmentation swaps it once). */
 const HASH_MAX_ATTEMPTS = 3;
+/** etcd's hashStorageMaxSize: the compaction hashes kept. */
+const COMPACTION_HASHES_KEPT = 10;
 const MAX_LISTENERS = 16;
 
 const EMPTY = Buffer.alloc(0);
@@ -134,6 +136,35 @@ export interface HashKvResult {
   hashRevision: number;
 }
 
+/**
+ * etcd's kvHasher: crc32c of the key bucket's name and of the records up to the hash revision,
+ * leaving out those at or below the compact revision that a compaction there dropped (`kept`:
+ * what it keeps; null: keep them all, as etcd with an empty keep set) and a tombstone at the
+ * compact revision itself (etcd 3.5.16+ keeps it, older versions remove it: left out, both agree).
+ */
+class KvHasher {
+  private readonly h = new Crc32c().update(KEY_DB_NAME_BYTES);
+
+  constructor(
+    private readonly compactRev: number,
+    private readonly kept: RevisionTable | null,
+  ) {}
+
+  readonly visit = (key: Buffer, value: Buffer, valueBytes: number): void => {
+    const r = bytesToRev(key);
+    // Revisions a compaction at or before the hash revision would drop are left out, so members
+    // that compacted physically at different moments agree.
+    if (r.main <= this.compactRev && this.kept !== null && !this.kept.has(r.main, r.sub)) return;
+    if (r.main === this.compactRev && isTombstoneKey(key)) return;
+    this.h.update(key);
+    this.h.update(value, valueBytes);
+  };
+
+  digest(): number {
+    return this.h.digest();
+  }
+}
+
 /** How many hits a range needs from the index: one for countOnly, its limit, or all (0). */
 function wantedHits(opts: RangeOptions | undefined): number {
   return opts?.countOnly ? 1 : opts?.limit && opts.limit > 0 ? opts.limit : 0;
@@ -158,6 +189,13 @@ export class MvccStore {
   private pendingNotify: Array<{ events: MvccEvent[]; rev: number }> = [];
   private notifyBatch = -1;
   private compactChain: Promise<void> = Promise.resolve();
+  /**
+   * etcd's hashStorage: the hash each finished compaction took of the revisions up to it, as
+   * HashKV at that revision saw them just before (its compact revision the one before), newest
+   * COMPACTION_HASHES_KEPT by revision. HashKV at one of those revisions answers it (members
+   * compare these for --experimental-compact-hash-check).
+   */
+  private readonly compactionHashes: HashKvResult[] = [];
   private hashChain: Promise<unknown> = Promise.resolve();
   private hashesWaiting = 0;
   private closed = false;
@@ -504,18 +542,31 @@ export class MvccStore {
     assert(Number.isSafeInteger(rev));
     if (rev <= this.compactMainRev) throw etcdError('Compacted');
     if (rev > this.currentRev) throw etcdError('FutureRev');
+    // etcd keeps a compaction's hash only when the one before finished (it then covers every
+    // revision since; etcd PR #15919).
+    const scheduled = this.backend.metaGet(META_SCHEDULED_COMPACT);
+    const finished = this.backend.metaGet(META_FINISHED_COMPACT);
+    const prevFinished = scheduled === undefined ? finished === undefined : finished !== undefined && scheduled.equals(finished);
+    const prevRev = this.compactMainRev;
     // Persist the intent first so a restart finishes the physical deletion.
     this.backend.batch(() => this.backend.metaPut(META_SCHEDULED_COMPACT, revMetaBytes(rev)));
-    return { done: this.scheduleCompaction(rev) };
+    return { done: this.scheduleCompaction(rev, prevFinished ? prevRev : null) };
   }
 
-  private scheduleCompaction(rev: number): Promise<void> {
+  /** `hashSince`: the compact revision before this one, when this compaction's hash is to be kept. */
+  private scheduleCompaction(rev: number, hashSince: number | null): Promise<void> {
     // Reads below rev fail from now on; the index forgets their history in the background.
     this.compactMainRev = rev;
     const index = this.index;
     const done = this.compactChain.then(async () => {
       const keep = await this.compactIndex(index, rev);
-      if (keep !== null) await this.physicalCompact(rev, keep);
+      if (keep === null) return;
+      // etcd hashes the records as its compaction deletes them; here they are hashed first.
+      const hash = hashSince === null ? null : await this.compactionHash(index, hashSince, rev, keep);
+      if (!(await this.physicalCompact(rev, keep)) || hash === null) return;
+      this.compactionHashes.push(hash);
+      this.compactionHashes.sort((a, b) => a.hashRevision - b.hashRevision);
+      if (this.compactionHashes.length > COMPACTION_HASHES_KEPT) this.compactionHashes.shift();
     });
     this.compactChain = done.catch(() => undefined);
     return done;
@@ -543,12 +594,13 @@ export class MvccStore {
     }
   }
 
-  private async physicalCompact(rev: number, keep: RevisionTable): Promise<void> {
+  /** True once the records are gone and the compaction recorded as finished. */
+  private async physicalCompact(rev: number, keep: RevisionTable): Promise<boolean> {
     const end = revToBytes(rev + 1, 0);
     let start = revToBytes(0, 0);
     for (;;) {
       // Closing stops the work; the persisted intent makes the next start finish it.
-      if (this.closed || this.backend.isClosed()) return;
+      if (this.closed || this.backend.isClosed()) return false;
       // A defragmentation holds writes while it copies the file: wait for it.
       const held = this.backend.writesHeld();
       if (held !== null) {
@@ -574,7 +626,7 @@ export class MvccStore {
         start = revToBytes(last.main, last.sub + 1);
         return false;
       });
-      if (finished) return;
+      if (finished) return true;
       await this.sleep(COMPACTION_SLEEP_MS);
     }
   }
@@ -654,6 +706,8 @@ export class MvccStore {
 
   private async hashKvOnce(requested: number): Promise<HashKvResult> {
     if (this.closed) throw etcdError('Stopped');
+    const stored = this.compactionHashes.find((h) => h.hashRevision === requested);
+    if (stored !== undefined) return stored;
     const compactRev = this.compactMainRev;
     if (requested > 0 && requested < compactRev) throw etcdError('Compacted');
     if (requested > 0 && requested > this.currentRev) throw etcdError('FutureRev');
@@ -675,18 +729,32 @@ export class MvccStore {
         while ((after = index.keepSome(rev, after, this.hashStep, kept)) !== null) await turn();
         if (kept.size === 0) kept = null; // etcd hashes every record then
       }
-      const h = new Crc32c().update(KEY_DB_NAME_BYTES);
-      const visit = (key: Buffer, value: Buffer, valueBytes: number): void => {
-        const r = bytesToRev(key);
-        // Revisions a compaction at or before rev would drop are left out, so members that
-        // compacted physically at different moments agree.
-        if (r.main <= compactRev && kept !== null && !kept.has(r.main, r.sub)) return;
-        if (r.main === compactRev && isTombstoneKey(key)) return;
-        h.update(key);
-        h.update(value, valueBytes);
-      };
-      while (scan.step(this.hashStep, visit)) await turn();
+      const h = new KvHasher(compactRev, kept);
+      while (scan.step(this.hashStep, h.visit)) await turn();
       return { hash: h.digest(), compactRevision: compactRev, hashRevision: rev };
+    } finally {
+      scan.close();
+    }
+  }
+
+  /**
+   * The hash etcd's compaction at `rev` takes (kvHasher over the records up to rev, with the
+   * compact revision before, `since`, and the revisions the compaction keeps): what HashKV at rev
+   * answered just before it. Null when the store changed under the scan (etcd keeps no hash of a
+   * compaction that did not finish either).
+   */
+  private async compactionHash(index: TreeIndex, since: number, rev: number, keep: RevisionTable): Promise<HashKvResult | null> {
+    const scan = this.backend.openRecordScan(KEY_DB, revToBytes(0, 0), revToBytes(rev + 1, 0));
+    try {
+      const h = new KvHasher(since, keep.size === 0 ? null : keep);
+      while (scan.step(this.hashStep, h.visit)) {
+        await nextTurn();
+        if (this.closed || this.index !== index) return null;
+      }
+      return { hash: h.digest(), compactRevision: since, hashRevision: rev };
+    } catch (e) {
+      if (e instanceof RecordScanAborted) return null;
+      throw e;
     } finally {
       scan.close();
     }
@@ -724,7 +792,8 @@ export class MvccStore {
     if (this.currentRev < this.compactMainRev) this.currentRev = this.compactMainRev;
     if (scheduled <= this.compactMainRev) scheduled = 0;
     if (scheduled !== 0) {
-      this.scheduleCompaction(scheduled).catch(() => undefined);
+      // A compaction resumed after a restart keeps no hash: etcd's did not finish before.
+      this.scheduleCompaction(scheduled, null).catch(() => undefined);
     }
   }
 

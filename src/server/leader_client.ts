@@ -1,5 +1,7 @@
-// Lease calls a follower cannot answer itself (only the leader runs the lease clock) go to the
-// leader's client URL over etcd's own Lease service, as etcd forwards them over its peer URLs.
+// Calls a follower cannot answer itself go to the leader's client URL, over etcd's own services:
+// a member promotion, and the lease calls (only the leader runs the lease clock) when the leader
+// runs an etcd-ts that does not answer them on its peer URLs yet (src/transport/lease_forward.ts,
+// where they go first, as etcd forwards them).
 import * as grpc from '@grpc/grpc-js';
 import { Code, EtcdError, Errors, etcdError } from '../errors';
 import { clientConstructor } from '../pb/load';
@@ -35,10 +37,14 @@ export class LeaderUnreachable extends Error {
   }
 }
 
+/** What the leader's status means here: one of etcd's errors as it is, anything else unreachable. */
+export function forwardedError(code: number, details: string): Error {
+  if (ETCD_TEXTS.has(details)) return new EtcdError(code as EtcdError['code'], details);
+  return new LeaderUnreachable(code);
+}
+
 function toEtcdError(e: grpc.ServiceError): Error {
-  const text = e.details ?? '';
-  if (ETCD_TEXTS.has(text) && typeof e.code === 'number') return new EtcdError(e.code as EtcdError['code'], text);
-  return new LeaderUnreachable(typeof e.code === 'number' ? e.code : Code.Unavailable);
+  return forwardedError(typeof e.code === 'number' ? e.code : Code.Unavailable, e.details ?? '');
 }
 
 export class LeaderClient {

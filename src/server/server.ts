@@ -25,7 +25,7 @@ import { lockDir, type DirLock } from '../runtime/dir_lock';
 import { BCRYPT_MAX_COST, BCRYPT_MIN_COST } from '../auth/bcrypt';
 import { DEFAULT_BCRYPT_COST } from '../auth/password';
 import { createCompactor, type Compactor } from '../compactor';
-import { PeerTransport, fetchMemberInfo, type TransportMetrics } from '../transport';
+import { ForwardFailed, PeerTransport, fetchMemberInfo, type LeaseTtl, type TransportMetrics } from '../transport';
 import { MessageType } from '../raft';
 import { WatchHub } from '../watch';
 import type { WatchSink, WatchStream } from '../watch/types';
@@ -35,7 +35,7 @@ import { AlarmType, Alarms } from '../alarm/alarms';
 import { Members, type Member } from '../membership/members';
 import { computeClusterId, computeMemberId, idToHex } from '../membership/ids';
 import { IdGenerator } from './idgen';
-import { LeaderClient } from './leader_client';
+import { forwardedError, LeaderClient, LeaderUnreachable } from './leader_client';
 import { RaftNode, residentLogBytes } from './raft_node';
 import type { CallAuth, EtcdServerApi } from './types';
 import { AuthStore, type AuthInfo } from '../auth/store';
@@ -407,6 +407,10 @@ export class EtcdServer implements EtcdServerApi {
       onSnapshotStatus: (id, failed) => server.node.enqueue((r) => r.reportSnapshot(id, failed)),
       isMemberRemoved: (id) => members.isRemoved(id),
       membersJson: () => membersToJson(members.list()),
+      leases: {
+        renew: (id) => server.renewForwarded(id),
+        timeToLive: (id) => server.timeToLiveForwarded(id),
+      },
       onRemovedFromCluster: () => {
         log.warn('the local member has been permanently removed from the cluster', { 'local-member-id': idToHex(identity.memberId) });
         void server.stop().then(() => process.exit(0));
@@ -1051,7 +1055,7 @@ export class EtcdServer implements EtcdServerApi {
    * the leader is retried, and the client sees "request timed out" if nothing answered in time,
    * never the transport's own error.
    */
-  private async viaLeader<T>(local: () => Promise<T>, forward: (url: string, timeoutMs: number) => Promise<T>): Promise<T> {
+  private async viaLeader<T>(local: () => Promise<T>, forward: (leader: Member, timeoutMs: number) => Promise<T>): Promise<T> {
     const deadline = performance.now() + this.requestTimeoutMs;
     for (;;) {
       if (this.stopped) throw etcdError('Stopped');
@@ -1061,10 +1065,10 @@ export class EtcdServer implements EtcdServerApi {
       if (this.isLeader) return local();
       remaining = deadline - performance.now();
       if (remaining <= 0) throw etcdError('Timeout');
-      const url = this.members.get(this.leaderId)?.clientUrls[0];
-      if (url) {
+      const leader = this.members.get(this.leaderId);
+      if (leader) {
         try {
-          return await forward(url, Math.ceil(remaining));
+          return await forward(leader, Math.ceil(remaining));
         } catch (e) {
           if (!retryableForwardError(e)) throw e;
         }
@@ -1243,8 +1247,8 @@ export class EtcdServer implements EtcdServerApi {
 
   async leaseGrant(req: pb.LeaseGrantRequest, ctx?: CallAuth): Promise<pb.LeaseGrantResponse> {
     this.checkQuota(0);
-    // No permission check, but as every proposal etcd's LeaseGrant refuses a token it cannot resolve.
-    const ai = this.auth.authInfo(ctx);
+    // etcd 3.6's requireAuthInfo: with auth on, no lease for nobody (3.4 granted one).
+    const ai = this.auth.requireUser(ctx);
     // A client may choose any non-zero int64, negative ones too (etcd's LeaseGrant and lessor take them).
     const id = req.ID === '0' || req.ID === '' ? this.idGen.nextLeaseId() : BigInt(req.ID);
     if (Number(req.TTL) > MAX_LEASE_TTL_SEC) throw etcdError('LeaseTTLTooLarge');
@@ -1254,7 +1258,9 @@ export class EtcdServer implements EtcdServerApi {
   }
 
   async leaseRevoke(req: pb.LeaseRevokeRequest, ctx?: CallAuth): Promise<pb.LeaseRevokeResponse> {
-    const resp = (await this.propose({ leaseRevoke: { ID: req.ID } } as pb.InternalRaftRequest, this.auth.authInfo(ctx))) as pb.LeaseRevokeResponse;
+    // Someone, as for a grant; whether they may write the lease's keys is checked when applied.
+    const ai = this.auth.requireUser(ctx);
+    const resp = (await this.propose({ leaseRevoke: { ID: req.ID } } as pb.InternalRaftRequest, ai)) as pb.LeaseRevokeResponse;
     this.metrics?.lease.revokedTotal.inc();
     return this.withHeader(resp);
   }
@@ -1265,15 +1271,62 @@ export class EtcdServer implements EtcdServerApi {
   }
   private leaderClientInstance: LeaderClient | null = null;
 
-  async leaseKeepAlive(req: pb.LeaseKeepAliveRequest): Promise<pb.LeaseKeepAliveResponse> {
+  async leaseKeepAlive(req: pb.LeaseKeepAliveRequest, ctx?: CallAuth): Promise<pb.LeaseKeepAliveResponse> {
+    // etcd 3.6's checkLeaseRenew, on the member the client called (a forwarded renewal is not
+    // checked again): a caller, who may write every key of the lease unless they have the root role.
+    this.checkLeaseRenew(req.ID, ctx);
     if (this.isLeader) return this.renewHere(req);
     return this.viaLeader(
       async () => this.renewHere(req),
-      async (url, timeoutMs) => {
-        const r = await this.leaderClient.keepAlive(url, req.ID, timeoutMs);
-        return { header: this.header(), ID: r.ID, TTL: r.TTL } as pb.LeaseKeepAliveResponse;
+      async (leader, timeoutMs) => {
+        const ttl = await this.forwardLeaseCall(
+          leader,
+          () => this.transport.forwardLeaseRenew(leader.id, req.ID, timeoutMs),
+          async (url) => (await this.leaderClient.keepAlive(url, req.ID, timeoutMs)).TTL,
+        );
+        return { header: this.header(), ID: req.ID, TTL: ttl } as pb.LeaseKeepAliveResponse;
       },
     );
+  }
+
+  /**
+   * A lease call forwarded to the leader over its peer URLs (the caller was checked here; members
+   * answer each other without a user). A leader that does not answer those yet (an older etcd-ts,
+   * during a rolling upgrade) is asked over its client URL instead, as before.
+   */
+  private async forwardLeaseCall<T>(leader: Member, viaPeerUrl: () => Promise<T>, viaClientUrl: (url: string) => Promise<T>): Promise<T> {
+    try {
+      return await viaPeerUrl();
+    } catch (e) {
+      if (!(e instanceof ForwardFailed)) throw e;
+      if (e.code === Code.Unimplemented) return viaClientUrl(this.clientUrlOf(leader));
+      throw forwardedError(e.code, e.details);
+    }
+  }
+
+  private clientUrlOf(leader: Member): string {
+    const url = leader.clientUrls[0];
+    // Not published yet: retried until the request timeout, like an unreachable leader.
+    if (url === undefined) throw new LeaderUnreachable(Code.Unavailable);
+    return url;
+  }
+
+  /** A renewal another member forwarded (it checked its caller): answered while this member leads. */
+  private async renewForwarded(id: string): Promise<string> {
+    if (!this.isLeader) throw etcdError('LeaderChanged');
+    return this.renewHere({ ID: id } as pb.LeaseKeepAliveRequest).TTL;
+  }
+
+  /** A time-to-live another member forwarded, without the keys (that member reads them itself). */
+  private async timeToLiveForwarded(id: string): Promise<LeaseTtl> {
+    if (!this.isLeader) throw etcdError('LeaderChanged');
+    const r = await this.timeToLiveHere({ ID: id, keys: false } as pb.LeaseTimeToLiveRequest);
+    return { ttl: r.TTL, grantedTtl: r.grantedTTL };
+  }
+
+  private checkLeaseRenew(id: string, ctx: CallAuth | undefined): void {
+    // etcd checks the auth revision again after the keys; nothing runs in between here.
+    this.auth.checkLeaseKeys(ctx, () => this.lessor.timeToLive(BigInt(id))?.keys ?? [], 'write');
   }
 
   /** A keepalive answered by this member's lessor (it leads). */
@@ -1289,20 +1342,35 @@ export class EtcdServer implements EtcdServerApi {
   }
 
   async leaseTimeToLive(req: pb.LeaseTimeToLiveRequest, ctx?: CallAuth): Promise<pb.LeaseTimeToLiveResponse> {
-    // etcd's checkLeaseTimeToLive (3.4.26+, 3.5.9+; CVE-2023-32082): with auth on, a caller asking
-    // for a lease's keys must be able to read each of them.
-    if (req.keys) this.auth.checkLeaseKeys(ctx, () => this.lessor.timeToLive(BigInt(req.ID))?.keys ?? []);
+    // etcd 3.6: a caller for any time-to-live (3.4 answered anyone); for a lease's keys
+    // (checkLeaseTimeToLive, CVE-2023-32082) one who may read each of them, checked here, on the
+    // member the client called.
+    this.auth.requireUser(ctx);
+    const rev = req.keys ? this.auth.checkLeaseKeys(ctx, () => this.lessor.timeToLive(BigInt(req.ID))?.keys ?? [], 'read') : 0;
+    const resp = await this.timeToLiveViaLeader(req);
+    if (req.keys && this.auth.authRevisionChanged(rev)) throw etcdError('AuthOldRevision');
+    return resp;
+  }
+
+  private async timeToLiveViaLeader(req: pb.LeaseTimeToLiveRequest): Promise<pb.LeaseTimeToLiveResponse> {
     if (!this.isLeader) {
       return this.viaLeader(
         () => this.timeToLiveHere(req),
-        async (url, timeoutMs) => {
+        async (leader, timeoutMs) => {
           // Only the clock is the leader's: the keys were checked against the caller here, and are
-          // read here (every member applies the same attachments). Asked of the leader they
-          // would be checked again, against no one (etcd forwards over its peer URLs, unchecked).
-          const r = await this.leaderClient.timeToLive(url, { ...req, keys: false }, timeoutMs);
-          if (!req.keys || r.TTL === '-1') return { ...r, header: this.header() };
+          // read here (every member applies the same attachments).
+          const t = await this.forwardLeaseCall(
+            leader,
+            () => this.transport.forwardLeaseTimeToLive(leader.id, req.ID, timeoutMs),
+            async (url) => {
+              const r = await this.leaderClient.timeToLive(url, { ...req, keys: false }, timeoutMs);
+              return { ttl: r.TTL, grantedTtl: r.grantedTTL };
+            },
+          );
+          const resp = { header: this.header(), ID: req.ID, TTL: t.ttl, grantedTTL: t.grantedTtl, keys: [] as Buffer[] } as pb.LeaseTimeToLiveResponse;
+          if (!req.keys || t.ttl === '-1') return resp;
           await this.linearizableReadNotify();
-          return { ...r, header: this.header(), keys: this.lessor.timeToLive(BigInt(req.ID))?.keys ?? [] };
+          return { ...resp, header: this.header(), keys: this.lessor.timeToLive(BigInt(req.ID))?.keys ?? [] };
         },
       );
     }
@@ -1323,9 +1391,13 @@ export class EtcdServer implements EtcdServerApi {
     } as pb.LeaseTimeToLiveResponse;
   }
 
-  async leaseLeases(_req: pb.LeaseLeasesRequest): Promise<pb.LeaseLeasesResponse> {
+  async leaseLeases(_req: pb.LeaseLeasesRequest, ctx?: CallAuth): Promise<pb.LeaseLeasesResponse> {
     await this.linearizableReadNotify();
-    return { header: this.header(), leases: this.lessor.leases().map((id) => ({ ID: id.toString() })) } as pb.LeaseLeasesResponse;
+    const ids = this.lessor.leases();
+    // etcd 3.6's checkLeaseLeases: a caller who, without the root role, may read every key of
+    // every lease (3.4 listed them to anyone).
+    this.auth.checkLeaseKeys(ctx, () => ids.flatMap((id) => this.lessor.timeToLive(id)?.keys ?? []), 'read');
+    return { header: this.header(), leases: ids.map((id) => ({ ID: id.toString() })) } as pb.LeaseLeasesResponse;
   }
 
   /** waitLeader, failing with `name` instead of "no leader" (what etcd says for that request). */
@@ -1463,7 +1535,7 @@ export class EtcdServer implements EtcdServerApi {
             forwarded = false;
             return this.promoteHere(id);
           },
-          (url, timeoutMs) => this.leaderClient.memberPromote(url, req, timeoutMs),
+          (leader, timeoutMs) => this.leaderClient.memberPromote(this.clientUrlOf(leader), req, timeoutMs),
         );
       }
       return await this.promoteHere(id);

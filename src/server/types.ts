@@ -41,6 +41,13 @@ export interface AuthApi {
    * Never throws.
    */
   watchRefusal(ctx: CallAuth | undefined, key: Buffer, rangeEnd: Buffer): EtcdError | undefined;
+  /**
+   * etcd 3.6's requireAuthInfo, for calls any user may make: with auth on, throws unless the
+   * caller is someone (a token that resolves, or a TLS CN).
+   */
+  requireUser(ctx: CallAuth | undefined): void;
+  /** etcd's isPermitted: throws unless the caller has the root role (auth off: anyone). */
+  checkAdmin(ctx: CallAuth | undefined): void;
 }
 
 export interface EtcdServerApi {
@@ -63,9 +70,9 @@ export interface EtcdServerApi {
   leaseGrant(req: pb.LeaseGrantRequest, ctx?: CallAuth): Promise<pb.LeaseGrantResponse>;
   leaseRevoke(req: pb.LeaseRevokeRequest, ctx?: CallAuth): Promise<pb.LeaseRevokeResponse>;
   /** One keepalive; resolves with the TTL granted (0 and ID echo for an unknown lease). */
-  leaseKeepAlive(req: pb.LeaseKeepAliveRequest): Promise<pb.LeaseKeepAliveResponse>;
+  leaseKeepAlive(req: pb.LeaseKeepAliveRequest, ctx?: CallAuth): Promise<pb.LeaseKeepAliveResponse>;
   leaseTimeToLive(req: pb.LeaseTimeToLiveRequest, ctx?: CallAuth): Promise<pb.LeaseTimeToLiveResponse>;
-  leaseLeases(req: pb.LeaseLeasesRequest): Promise<pb.LeaseLeasesResponse>;
+  leaseLeases(req: pb.LeaseLeasesRequest, ctx?: CallAuth): Promise<pb.LeaseLeasesResponse>;
 
   // Cluster
   memberList(req: pb.MemberListRequest): Promise<pb.MemberListResponse>;

@@ -1,5 +1,7 @@
 export { PeerTransport } from './transport';
 export type { PeerTransportOptions } from './transport';
+export { ForwardFailed } from './lease_forward';
+export type { ForwardedLeaseCalls, LeaseTtl } from './lease_forward';
 export { fetchMemberInfo } from './member_info';
 export type { MemberInfo } from './member_info';
 export { DEFAULT_LIMITS } from './options';

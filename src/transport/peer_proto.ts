@@ -13,6 +13,8 @@ const SERVICE = 'peerpb.Peer';
 export const STREAM_PATH = `/${SERVICE}/Stream`;
 export const SNAPSHOT_PATH = `/${SERVICE}/Snapshot`;
 export const MEMBER_INFO_PATH = `/${SERVICE}/MemberInfo`;
+export const LEASE_RENEW_PATH = `/${SERVICE}/LeaseRenew`;
+export const LEASE_TIME_TO_LIVE_PATH = `/${SERVICE}/LeaseTimeToLive`;
 
 export const EMPTY = Buffer.alloc(0);
 export const identity = (b: Buffer): Buffer => b;
@@ -78,6 +80,44 @@ export function decodeMemberInfo(buf: Buffer): MemberInfo {
   return { clusterId: BigInt(o.clusterId), memberId: BigInt(o.memberId), membersJson: o.membersJson };
 }
 
+/** A forwarded lease call's request: the lease ID (int64, as a decimal string). */
+export function encodeLeaseId(name: 'peerpb.LeaseRenewRequest' | 'peerpb.LeaseTimeToLiveRequest', id: string): Buffer {
+  const t = type(name);
+  return toBuffer(t.encode(t.fromObject({ id })).finish());
+}
+
+export function decodeLeaseId(name: 'peerpb.LeaseRenewRequest' | 'peerpb.LeaseTimeToLiveRequest', buf: Buffer): string {
+  const t = type(name);
+  return (t.toObject(t.decode(buf), { longs: String, defaults: true }) as { id: string }).id;
+}
+
+export interface LeaseTtl {
+  /** Seconds left: -1 for a lease the leader does not hold (a renewal answers 0 for it instead). */
+  ttl: string;
+  /** The TTL it was granted with (time-to-live only). */
+  grantedTtl: string;
+}
+
+export function encodeLeaseRenewResponse(ttl: string): Buffer {
+  const t = type('peerpb.LeaseRenewResponse');
+  return toBuffer(t.encode(t.fromObject({ ttl })).finish());
+}
+
+export function decodeLeaseRenewResponse(buf: Buffer): string {
+  const t = type('peerpb.LeaseRenewResponse');
+  return (t.toObject(t.decode(buf), { longs: String, defaults: true }) as { ttl: string }).ttl;
+}
+
+export function encodeLeaseTimeToLiveResponse(r: LeaseTtl): Buffer {
+  const t = type('peerpb.LeaseTimeToLiveResponse');
+  return toBuffer(t.encode(t.fromObject({ ttl: r.ttl, grantedTtl: r.grantedTtl })).finish());
+}
+
+export function decodeLeaseTimeToLiveResponse(buf: Buffer): LeaseTtl {
+  const t = type('peerpb.LeaseTimeToLiveResponse');
+  return t.toObject(t.decode(buf), { longs: String, defaults: true }) as LeaseTtl;
+}
+
 function method(path: string, requestStream: boolean, responseStream: boolean): grpc.MethodDefinition<Buffer, Buffer> {
   return {
     path,
@@ -95,4 +135,6 @@ export const PEER_SERVICE: grpc.ServiceDefinition = {
   Stream: method(STREAM_PATH, true, true),
   Snapshot: method(SNAPSHOT_PATH, true, false),
   MemberInfo: method(MEMBER_INFO_PATH, false, false),
+  LeaseRenew: method(LEASE_RENEW_PATH, false, false),
+  LeaseTimeToLive: method(LEASE_TIME_TO_LIVE_PATH, false, false),
 };

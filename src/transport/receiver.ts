@@ -6,9 +6,13 @@ import { hexId, type Logger } from '../log';
 import { MessageType, type Message } from '../raft/types';
 import { decodeBatch, decodeRaftMessage } from './codec';
 import type { TransportMetrics } from './metrics';
+import type { ForwardedLeaseCalls } from './lease_forward';
 import {
   decodeChunk,
+  decodeLeaseId,
   EMPTY,
+  encodeLeaseRenewResponse,
+  encodeLeaseTimeToLiveResponse,
   encodeMemberInfo,
   METADATA_CLUSTER_ID,
   METADATA_FROM,
@@ -31,6 +35,8 @@ export interface ReceiverConfig {
   isRemoved(id: bigint): boolean;
   deliver(m: Message): void;
   membersJson(): string;
+  /** The leader's side of the lease calls followers forward (absent: refused as unimplemented). */
+  leases?: ForwardedLeaseCalls;
   metrics: TransportMetrics;
   /** Largest gRPC message accepted on the Stream call (grpc-js's receive limit). */
   maxStreamMessageBytes: number;
@@ -75,7 +81,40 @@ export class Receiver {
         this.handleSnapshot(call, cb),
       MemberInfo: (_call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) =>
         cb(null, encodeMemberInfo({ clusterId: this.cfg.clusterId, memberId: this.cfg.localId, membersJson: this.cfg.membersJson() })),
+      LeaseRenew: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) =>
+        this.handleLeaseCall(call, cb, async (leases) => encodeLeaseRenewResponse(await leases.renew(decodeLeaseId('peerpb.LeaseRenewRequest', call.request)))),
+      LeaseTimeToLive: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) =>
+        this.handleLeaseCall(call, cb, async (leases) =>
+          encodeLeaseTimeToLiveResponse(await leases.timeToLive(decodeLeaseId('peerpb.LeaseTimeToLiveRequest', call.request))),
+        ),
     };
+  }
+
+  /** A lease call a member forwarded: answered only to a member of this cluster, as a Raft stream. */
+  private handleLeaseCall(
+    call: grpc.ServerUnaryCall<Buffer, Buffer>,
+    cb: grpc.sendUnaryData<Buffer>,
+    answer: (leases: ForwardedLeaseCalls) => Promise<Buffer>,
+  ): void {
+    const from = this.check((key) => header(call.metadata, key));
+    if (typeof from !== 'bigint') {
+      cb(from);
+      return;
+    }
+    const leases = this.cfg.leases;
+    if (leases === undefined) {
+      cb({ code: grpc.status.UNIMPLEMENTED, details: 'lease calls are not served here' });
+      return;
+    }
+    answer(leases).then(
+      (resp) => cb(null, resp),
+      (e: unknown) => {
+        // The leader's own errors (EtcdError: a gRPC code and etcd's text) go back as they are.
+        const s = e as { code?: unknown; details?: unknown } | null;
+        if (typeof s?.code === 'number' && typeof s.details === 'string') cb({ code: s.code, details: s.details });
+        else cb({ code: grpc.status.INTERNAL, details: e instanceof Error ? e.message : String(e) });
+      },
+    );
   }
 
   /**

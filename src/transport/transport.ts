@@ -5,6 +5,7 @@ import assert from 'node:assert';
 import * as grpc from '@grpc/grpc-js';
 import { hexId, type Logger } from '../log';
 import type { Message as RaftMessage } from '../raft/types';
+import { LeaseForwarder, type ForwardedLeaseCalls, type LeaseTtl } from './lease_forward';
 import { NO_METRICS, type TransportMetrics } from './metrics';
 import { DEFAULT_LIMITS, GRPC_MAX_RECEIVE_BYTES, type TransportLimits } from './options';
 import { PEER_SERVICE, STREAM_PATH } from './peer_proto';
@@ -30,6 +31,8 @@ export interface PeerTransportOptions {
   isMemberRemoved?(id: bigint): boolean;
   /** The member list as JSON, served by the MemberInfo RPC (for joining members). */
   membersJson?(): string;
+  /** Answers the lease calls other members forward to this one when it leads. */
+  leases?: ForwardedLeaseCalls;
   log: Logger;
   /** Bound of each peer's stream queue; when full the message is dropped and the peer reported unreachable. */
   maxQueuedMsgsPerPeer?: number;
@@ -46,6 +49,9 @@ export class PeerTransport {
   /** Round-trip probing per peer (etcd's probers); same keys as `peers`. */
   private readonly probers = new Map<bigint, PeerProber>();
   private readonly receiver: Receiver;
+  /** Each peer's URLs, for the calls other than the Raft stream (forwarded lease calls). */
+  private readonly peerUrls = new Map<bigint, readonly string[]>();
+  private readonly leaseForwarder: LeaseForwarder;
   private readonly limits: TransportLimits;
   private readonly log: Logger;
   private stopped = false;
@@ -74,8 +80,15 @@ export class PeerTransport {
         opts.onMessage(m);
       },
       membersJson: () => opts.membersJson?.() ?? '[]',
+      leases: opts.leases,
       metrics: opts.metrics ?? NO_METRICS,
       maxStreamMessageBytes: GRPC_MAX_RECEIVE_BYTES,
+    });
+    this.leaseForwarder = new LeaseForwarder({
+      localId: opts.memberId,
+      clusterId: opts.clusterId,
+      limits: this.limits,
+      credentials: opts.credentials ?? defaultCredentials,
     });
   }
 
@@ -106,6 +119,7 @@ export class PeerTransport {
       },
     });
     this.peers.set(id, sender);
+    this.peerUrls.set(id, [...urls]);
     sender.start();
     this.startProber(id, urls);
     this.metrics.knownPeer?.(id, true);
@@ -120,6 +134,8 @@ export class PeerTransport {
     const p = this.peers.get(id);
     if (p === undefined) return;
     p.updateUrls(urls);
+    this.leaseForwarder.forget(this.peerUrls.get(id) ?? []);
+    this.peerUrls.set(id, [...urls]);
     // etcd removes the peer from its probers and adds it again with the new URLs.
     this.probers.get(id)?.stop();
     this.startProber(id, urls);
@@ -134,6 +150,8 @@ export class PeerTransport {
     const p = this.peers.get(id);
     if (p === undefined) return;
     this.peers.delete(id);
+    this.leaseForwarder.forget(this.peerUrls.get(id) ?? []);
+    this.peerUrls.delete(id);
     p.stop();
     this.probers.get(id)?.stop();
     this.probers.delete(id);
@@ -183,6 +201,19 @@ export class PeerTransport {
     for (const p of touched) p.flush();
   }
 
+  /**
+   * etcd's leasehttp.RenewHTTP: a renewal asked of the leader `to` over its peer URLs; its TTL.
+   * Fails with a ForwardFailed: the leader's status (etcd's text) or the channel's.
+   */
+  forwardLeaseRenew(to: bigint, id: string, timeoutMs: number): Promise<string> {
+    return this.leaseForwarder.renew(to, this.peerUrls.get(to) ?? [], id, timeoutMs);
+  }
+
+  /** etcd's leasehttp.TimeToLiveHTTP, without the keys (the member asking reads those itself). */
+  forwardLeaseTimeToLive(to: bigint, id: string, timeoutMs: number): Promise<LeaseTtl> {
+    return this.leaseForwarder.timeToLive(to, this.peerUrls.get(to) ?? [], id, timeoutMs);
+  }
+
   /** Peers whose stream is currently accepted (etcd's ActivePeers). */
   activePeers(): number {
     let n = 0;
@@ -206,6 +237,7 @@ export class PeerTransport {
     this.peers.clear();
     for (const p of this.probers.values()) p.stop();
     this.probers.clear();
+    this.leaseForwarder.stop();
     this.receiver.stop();
     // Lets cancelled calls settle before the caller shuts its server down.
     await nextTurn();

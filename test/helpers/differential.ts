@@ -8,8 +8,18 @@ import path from 'node:path';
 import { EtcdMember, etcdBin, startEtcd } from './etcd-process';
 import { isRpcError, type Msg } from './grpc';
 import { lineDiff } from './normalize';
+import { REFERENCE_LINES, referenceEtcd, type ReferenceLine } from './reference';
 
-export const REFERENCE_BIN = '/usr/bin/etcd';
+/**
+ * The etcd the differential tests compare with: etcd 3.6 (scripts/reference/install.sh's build)
+ * unless `DIFF_REFERENCE` names another line (`3.7`) or a binary (`/usr/bin/etcd`, Debian's 3.4.23).
+ */
+export function referenceBin(): string {
+  const v = process.env['DIFF_REFERENCE'] || '3.6';
+  if ((REFERENCE_LINES as readonly string[]).includes(v)) return referenceEtcd(v as ReferenceLine).etcd;
+  if (!v.includes('/')) throw new Error(`DIFF_REFERENCE=${v}: neither ${REFERENCE_LINES.join(' nor ')} nor a path to an etcd binary`);
+  return v;
+}
 
 export function envInt(name: string, dflt: number): number {
   const v = process.env[name];
@@ -58,7 +68,7 @@ export interface StepOutcome<Raw> {
   raw: Raw;
 }
 
-/** A deliberate difference between the reference (etcd 3.4) and the server under test. */
+/** A deliberate difference between the reference (etcd 3.6) and the server under test. */
 export interface AllowedDifference<Step> {
   why: string;
   /** True if this step's difference is the deliberate one. */
@@ -114,8 +124,9 @@ export async function runDifferentialSeed<Step, Raw, Gen extends { next(): Step;
   ops: number,
   cfg: DifferentialConfig<Step, Raw, Gen>,
 ): Promise<{ tolerated: string[] }> {
+  const referenceBinary = referenceBin();
   const [ref, subj] = await Promise.all([
-    startEtcd({ bin: REFERENCE_BIN, args: cfg.flags }).then((m) => (live.add(m), m)),
+    startEtcd({ bin: referenceBinary, args: cfg.flags }).then((m) => (live.add(m), m)),
     startEtcd({ bin: etcdBin(), args: cfg.flags }).then((m) => (live.add(m), m)),
   ]);
   const refSide = cfg.side(ref);
@@ -138,7 +149,7 @@ export async function runDifferentialSeed<Step, Raw, Gen extends { next(): Step;
         const allowed = cfg.allowed(step, a.norm, b.norm);
         if (allowed === undefined) {
           throw new Error(
-            `seed ${seed}: step ${i} differs ('-' etcd ${REFERENCE_BIN}, '+' ${etcdBin()})\n` +
+            `seed ${seed}: step ${i} differs ('-' etcd ${referenceBinary}, '+' ${etcdBin()})\n` +
               `request: ${line}\n${lineDiff(sa, sb)}\n\n` +
               `previous steps (etcd's outcome):\n${history.slice(-cfg.historySteps).join('\n')}\n\n` +
               `replay: ${cfg.envPrefix}_FIRST_SEED=${seed} ${cfg.envPrefix}_SEEDS=1 ${cfg.envPrefix}_OPS=${i}` +

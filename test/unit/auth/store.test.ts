@@ -157,8 +157,9 @@ describe('AuthStore', () => {
     const ai = setupEnabled();
     const put = (key: string): pb.RequestOp => ({ requestPut: { key: b(key), value: b('v'), lease: '0', prevKv: false, ignoreValue: false, ignoreLease: false } }) as unknown as pb.RequestOp;
     const txn = (ops: pb.RequestOp[]): pb.TxnRequest => ({ compare: [], success: ops, failure: [] }) as unknown as pb.TxnRequest;
-    expect(() => st.checkTxn(ai, txn([put('foo')]))).not.toThrow();
-    expect(() => st.checkTxn(ai, txn([put('foo'), put('bar')]))).toThrow('etcdserver: permission denied');
-    expect(() => st.checkTxn(ai, txn([{ requestTxn: txn([put('bar')]) } as unknown as pb.RequestOp]))).toThrow('etcdserver: permission denied');
+    const noLease = (): void => undefined;
+    expect(() => st.checkTxn(ai, txn([put('foo')]), noLease)).not.toThrow();
+    expect(() => st.checkTxn(ai, txn([put('foo'), put('bar')]), noLease)).toThrow('etcdserver: permission denied');
+    expect(() => st.checkTxn(ai, txn([{ requestTxn: txn([put('bar')]) } as unknown as pb.RequestOp]), noLease)).toThrow('etcdserver: permission denied');
   });
 });

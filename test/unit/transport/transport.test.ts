@@ -4,7 +4,8 @@ import { FRAME_HEADER_BYTES } from '../../../src/grpcjs/wire';
 import { encodeFramedBatch, encodeRaftMessage } from '../../../src/transport/codec';
 import { afterEach, describe, expect, it } from 'vitest';
 import { MessageType, newMessage, type Message } from '../../../src/raft/types';
-import { fetchMemberInfo, PeerTransport, servePeerUrls } from '../../../src/transport';
+import { fetchMemberInfo, ForwardFailed, PeerTransport, servePeerUrls, type ForwardedLeaseCalls } from '../../../src/transport';
+import { etcdError } from '../../../src/errors';
 import { captureLog } from './helpers';
 import { waitFor } from '../../helpers/wait';
 import { connectAll, startNode, stopNode, type Node } from './helpers';
@@ -286,6 +287,40 @@ describe('PeerTransport', () => {
     const info = await fetchMemberInfo(a.url, { timeoutMs: 5000 });
     expect(info).toEqual({ clusterId: 0xcdf818194e3a8c32n, memberId: 0x8e9e05c52164694dn, membersJson: members });
     await expect(fetchMemberInfo(await deadPeerUrl(), { timeoutMs: 2000 })).rejects.toThrow();
+  });
+
+  it('forwards lease calls to a member that answers them, and only from members of its cluster', async () => {
+    const asked: string[] = [];
+    const leases: ForwardedLeaseCalls = {
+      renew: async (id) => {
+        asked.push(`renew ${id}`);
+        if (id === '404') throw etcdError('LeaseNotFound');
+        return '60';
+      },
+      timeToLive: async (id) => {
+        asked.push(`ttl ${id}`);
+        return id === '404' ? { ttl: '-1', grantedTtl: '0' } : { ttl: '59', grantedTtl: '60' };
+      },
+    };
+    const leader = await node(1n, { leases });
+    const follower = await node(2n);
+    connectAll([leader, follower]);
+    // Lease IDs are int64: a negative one and one past 2^53 go through as they are.
+    expect(await follower.transport.forwardLeaseRenew(1n, '-9', 2000)).toBe('60');
+    expect(await follower.transport.forwardLeaseTimeToLive(1n, '9007199254740993', 2000)).toEqual({ ttl: '59', grantedTtl: '60' });
+    expect(await follower.transport.forwardLeaseTimeToLive(1n, '404', 2000)).toEqual({ ttl: '-1', grantedTtl: '0' });
+    // The leader's error comes back with its code and etcd's text.
+    await expect(follower.transport.forwardLeaseRenew(1n, '404', 2000)).rejects.toEqual(new ForwardFailed(5, 'etcdserver: requested lease not found'));
+    // A member that answers none (no `leases`): UNIMPLEMENTED, as from an etcd-ts before these calls.
+    await expect(leader.transport.forwardLeaseRenew(2n, '1', 2000)).rejects.toMatchObject({ code: grpc.status.UNIMPLEMENTED });
+    // Refused unless the caller is a member of the leader's cluster (checked as a Raft stream is).
+    const stranger = await node(3n, { clusterId: 0xbadn });
+    stranger.transport.addPeer(1n, [leader.url]);
+    await expect(stranger.transport.forwardLeaseRenew(1n, '1', 2000)).rejects.toMatchObject({ code: grpc.status.FAILED_PRECONDITION });
+    const unknown = await node(4n);
+    unknown.transport.addPeer(1n, [leader.url]);
+    await expect(unknown.transport.forwardLeaseRenew(1n, '1', 2000)).rejects.toMatchObject({ code: grpc.status.NOT_FOUND });
+    expect(asked).toEqual(['renew -9', 'ttl 9007199254740993', 'ttl 404', 'renew 404']);
   });
 
   it('servePeerUrls listens on the peer URLs with the peer service', async () => {
