@@ -39,6 +39,8 @@ export interface MemberHooks {
   onLog: ((member: string, chunk: string) => void) | null;
   /** Environment variables for the member process (the test's own ETCD* ones are never passed). */
   env?: Readonly<Record<string, string>>;
+  /** A user to ask Status as when auth is on (etcd 3.6 answers no anonymous Status then). */
+  statusUser?: { name: string; password: string } | null;
 }
 
 export class ClusterMember {
@@ -181,7 +183,15 @@ export class ClusterMember {
   }
 
   async status(deadlineMs = 2_000): Promise<MemberStatus> {
-    const r = await this.client().unary('Maintenance', 'Status', {}, deadlineMs);
+    let r: Msg;
+    try {
+      r = await this.client().unary('Maintenance', 'Status', {}, deadlineMs);
+    } catch (e) {
+      const user = this.hooks.statusUser;
+      if (!user || !isRpcError(e) || e.details !== 'etcdserver: user name is empty') throw e;
+      const auth = await this.client().unary('Auth', 'Authenticate', { name: user.name, password: user.password }, deadlineMs);
+      r = await this.client().unary('Maintenance', 'Status', {}, deadlineMs, { token: String(auth['token']) });
+    }
     const h = r['header'] as Msg;
     const s: MemberStatus = {
       memberId: String(h['member_id']),
@@ -261,6 +271,8 @@ export interface ClusterOptions {
   beforeLaunch?: ((member: ClusterMember, initialCluster: string, token: string) => void) | null;
   /** Where member `name` keeps its data (created if absent); default: a directory of the cluster's own. */
   memberDataDir?: ((name: string) => string) | null;
+  /** A user Status is asked as once auth is on (etcd 3.6 refuses an anonymous Status then). */
+  statusUser?: { name: string; password: string } | null;
 }
 
 /** Starts of a cluster retried when a member's port was taken before it could bind it. */
@@ -291,6 +303,7 @@ export class Cluster {
       onLog: options.onLog ?? null,
       beforeLaunch: options.beforeLaunch ?? null,
       memberDataDir: options.memberDataDir ?? null,
+      statusUser: options.statusUser ?? null,
     };
     assert(Number.isInteger(opts.lifetimeSec) && opts.lifetimeSec > 0);
     assert(opts.size >= 1 && opts.size <= MAX_MEMBERS);
@@ -337,6 +350,7 @@ export class Cluster {
       lifetimeSec: this.opts.lifetimeSec,
       onLog: this.opts.onLog,
       env: this.opts.env,
+      statusUser: this.opts.statusUser,
     });
   }
 

@@ -293,7 +293,12 @@ describe('a snapshot of etcd itself (etcd 3.4, bbolt): the way over to etcd-ts',
   });
 
   it('restores into a 3-member cluster of ours: every revision of every key, compaction, lease, users with their etcd passwords, roles, auth on', async () => {
-    const c = await Cluster.start({ size: 3, beforeLaunch: (m, initial, token) => restoreInto(file, m, initial, token) });
+    // Auth is on from the start: Status, as etcd 3.6 answers it, needs a user.
+    const c = await Cluster.start({
+      size: 3,
+      beforeLaunch: (m, initial, token) => restoreInto(file, m, initial, token),
+      statusUser: { name: 'root', password: 'rootpw' },
+    });
     clusters.push(c);
     const leader = await c.waitLeader();
     for (const m of c.members) expect(await allKvs(m.clientHostPort, [...ROOT, '--consistency=s'])).toEqual(atSnapshot);
