@@ -5,7 +5,7 @@ import assert from 'node:assert';
 import { isDeepStrictEqual } from 'node:util';
 import type * as grpc from '@grpc/grpc-js';
 import { ConnectionError, FrameSplitter, HeaderBlockCollector, type FrameSink } from '../../src/h2/frame_reader';
-import { FrameType } from '../../src/h2/frames';
+import { FrameType, frame } from '../../src/h2/frames';
 import { encodeHeaders, HpackDecoder, HpackError } from '../../src/h2/hpack';
 import { serviceDefinition } from '../../src/pb/load';
 import { withFastCodecs } from '../../src/pb/service_codecs';
@@ -46,15 +46,6 @@ const hpack: FuzzTarget = {
     }
   },
 };
-
-function frame(type: number, flags: number, streamId: number, payload: Buffer): Buffer {
-  const h = Buffer.alloc(9);
-  h.writeUIntBE(payload.length, 0, 3);
-  h[3] = type;
-  h[4] = flags;
-  h.writeUInt32BE(streamId, 5);
-  return Buffer.concat([h, payload]);
-}
 
 const h2Frames: FuzzTarget = {
   name: 'h2-frames',
